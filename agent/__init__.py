@@ -1,0 +1,1 @@
+"""The core of clawloop: wire-format messages, events, the backend and tool protocols, the loop."""

@@ -1,0 +1,44 @@
+"""The one protocol the loop needs from a model: a stateless ``generate``.
+
+A backend receives the whole conversation every call and keeps nothing between calls. It
+streams text as it is produced and ends with one :class:`Completion` holding the parsed
+assistant message, exactly as an OpenAI-compatible server returns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from agent.messages import AssistantMessage, ChatRequest, Usage
+
+
+@dataclass(slots=True)
+class TextDelta:
+    """A piece of generated text, streamed as it is decoded."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class Completion:
+    """The end of one generation: the parsed assistant message and why decoding stopped."""
+
+    message: AssistantMessage
+    finish_reason: str = "stop"  # "stop", "length", "tool_calls", "abort"
+    usage: Usage = field(default_factory=Usage)
+
+
+BackendEvent = TextDelta | Completion
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Anything that turns a chat request into a streamed assistant message."""
+
+    name: str
+
+    def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
+        """Stream the reply to ``request``; the last event is always a :class:`Completion`."""
+        ...

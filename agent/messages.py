@@ -1,0 +1,161 @@
+"""Chat messages and requests in the OpenAI chat-completions wire format.
+
+These are the edge models: anything that arrives as JSON (a session file, an HTTP body, a
+script for the fake backend) is validated here. ``to_wire`` gives back the same JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON object an OpenAI-compatible server takes, with unset optional fields left out."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class FunctionCall(_Wire):
+    """The function part of a tool call: a name and its arguments as a JSON string."""
+
+    name: str
+    arguments: str = "{}"
+
+    def parsed_arguments(self) -> Any:
+        """The arguments decoded from JSON; raises ``json.JSONDecodeError`` if they are not JSON."""
+        return json.loads(self.arguments) if self.arguments.strip() else {}
+
+
+class ToolCall(_Wire):
+    """One tool call requested by the model."""
+
+    id: str = Field(default_factory=lambda: new_call_id())
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+    @classmethod
+    def make(cls, name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> ToolCall:
+        """A tool call from a name and arguments (a dict is encoded as JSON)."""
+        args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        return cls(id=call_id or new_call_id(), function=FunctionCall(name=name, arguments=args))
+
+
+def new_call_id() -> str:
+    """A fresh tool-call id in the shape OpenAI uses."""
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+class SystemMessage(_Wire):
+    """Instructions from whoever runs the agent."""
+
+    role: Literal["system"] = "system"
+    content: str
+    name: str | None = None
+
+
+class UserMessage(_Wire):
+    """What the person asked."""
+
+    role: Literal["user"] = "user"
+    content: str
+    name: str | None = None
+
+
+class AssistantMessage(_Wire):
+    """The model's turn: text, tool calls, or both."""
+
+    role: Literal["assistant"] = "assistant"
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    name: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        data = super().to_wire()
+        data.setdefault("content", None)  # servers expect the key, even when null
+        return data
+
+
+class ToolMessage(_Wire):
+    """The result of one tool call, sent back to the model."""
+
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    content: str
+    name: str | None = None
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+]
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def parse_message(data: dict[str, Any] | str) -> Message:
+    """Validate one message from a dict or a JSON string."""
+    if isinstance(data, str):
+        return MESSAGE_ADAPTER.validate_json(data)
+    return MESSAGE_ADAPTER.validate_python(data)
+
+
+class FunctionSpec(_Wire):
+    """A tool's name, description and JSON-schema parameters."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ToolSpec(_Wire):
+    """A tool definition as sent in a request's ``tools`` list."""
+
+    type: Literal["function"] = "function"
+    function: FunctionSpec
+
+
+class ChatRequest(_Wire):
+    """One stateless request: the whole conversation, the tools, and the decoding settings."""
+
+
+    model: str | None = None
+    messages: list[Message]
+    tools: list[ToolSpec] | None = None
+    tool_choice: Literal["auto", "none", "required"] | None = None
+    temperature: float | None = Field(default=None, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=0)
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    seed: int | None = None
+    stop: list[str] | str | None = None
+    stream: bool | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"messages"})
+        data["messages"] = [m.to_wire() for m in self.messages]
+        if self.tools is not None:
+            data["tools"] = [t.to_wire() for t in self.tools]
+        return data
+
+    def stop_list(self) -> list[str]:
+        """The stop strings as a list."""
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+
+class Usage(_Wire):
+    """Token counts for one request."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens

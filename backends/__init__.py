@@ -1,0 +1,1 @@
+"""Backends: turn a chat request into an assistant message (template, decode, parse)."""

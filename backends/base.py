@@ -1,0 +1,64 @@
+"""What the local backends share: the server-side steps of the seed.
+
+1. apply the chat template (string work),
+2. prefill + decode (the only step that runs the network),
+3. parse the output back into an assistant message (string work),
+
+so that the loop receives parsed tool calls exactly as it would from an OpenAI-compatible server.
+A local model only has to provide a :class:`Decoder`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agent.backend import BackendEvent, Completion, TextDelta
+from agent.messages import ChatRequest, ToolSpec, Usage
+from backends.chat_template import ChatTemplate
+from backends.parsing import parse_output
+
+
+@dataclass(slots=True)
+class DecodeResult:
+    """How decoding ended: sent once, after the last text piece."""
+
+    finish_reason: str = "stop"  # "stop" (end token or stop string), "length", "abort"
+    usage: Usage = field(default_factory=Usage)
+
+
+class Decoder(Protocol):
+    """Prefill + decode for one rendered prompt: yields text pieces, then one DecodeResult.
+
+    ``tools`` is given so the decoder can constrain a tool call to the offered tools' schemas.
+    """
+
+    def decode(
+        self, prompt: str, request: ChatRequest, stop: list[str], tools: list[ToolSpec] | None
+    ) -> Iterator[str | DecodeResult]: ...
+
+
+class LocalBackend:
+    """A backend made of a chat template and a decoder."""
+
+    def __init__(self, name: str, template: ChatTemplate, decoder: Decoder) -> None:
+        self.name = name
+        self.template = template
+        self.decoder = decoder
+
+    def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
+        tools = request.tools if request.tool_choice != "none" else None
+        prompt = self.template.render(request.messages, tools=tools, add_generation_prompt=True)
+        stop = [*self.template.stop_strings, *request.stop_list()]
+        pieces: list[str] = []
+        result = DecodeResult()
+        for item in self.decoder.decode(prompt, request, stop, tools):
+            if isinstance(item, DecodeResult):
+                result = item
+            elif item:
+                pieces.append(item)
+                yield TextDelta(item)
+        message = parse_output("".join(pieces))
+        reason = "tool_calls" if message.tool_calls else result.finish_reason
+        yield Completion(message=message, finish_reason=reason, usage=result.usage)

@@ -1,0 +1,1 @@
+"""Chat connectors that bring messages in."""

@@ -1,0 +1,1 @@
+"""The sandbox: permission rules, approvals and the OS sandbox around every action."""

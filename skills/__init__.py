@@ -1,0 +1,1 @@
+"""Skills: the tools the agent can call."""
