@@ -1,0 +1,212 @@
+"""Settings: defaults, then the TOML config file, then CLAWLOOP_* variables, then flags.
+
+The config file lives in the user config folder (``agent config path`` prints it); every
+important option also has an environment variable, listed in ``ENV_VARS``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.errors import ConfigError
+from sandbox.settings import SandboxSettings
+
+APP = "clawloop"
+
+
+class DecodingSettings(BaseModel):
+    """Decoding settings sent with every request (unset = the backend's default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float | None = Field(default=0.0, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=1024, ge=1)
+    seed: int | None = None
+
+
+class BackendOptions(BaseModel):
+    """Options for one backend, passed to its factory as keyword arguments."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    device: str | None = None
+
+
+class Settings(BaseModel):
+    """Everything a run needs to know, validated."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str = "llamacpp"
+    model: str | None = None
+    workspace: Path = Field(default_factory=Path.cwd)
+    max_steps: int = Field(default=12, ge=1)
+    time_budget: float | None = Field(default=None, gt=0)
+    tool_timeout: float = Field(default=300.0, gt=0)
+    skills: list[str] | None = None
+    decoding: DecodingSettings = Field(default_factory=DecodingSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    backends: dict[str, BackendOptions] = Field(default_factory=dict)
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir(APP)))
+    config_path: Path | None = None
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.data_dir / "sessions"
+
+    @property
+    def audit_path(self) -> Path:
+        return self.data_dir / "audit.jsonl"
+
+    def backend_options(self) -> dict[str, Any]:
+        """The keyword options for the chosen backend: its table, with ``model`` filled in."""
+        opts = self.backends.get(self.backend, BackendOptions()).model_dump(exclude_none=True)
+        if self.model is not None:
+            opts["model"] = self.model
+        return opts
+
+
+# Environment variables, each mapped to a dotted settings key.
+ENV_VARS: dict[str, str] = {
+    "CLAWLOOP_BACKEND": "backend",
+    "CLAWLOOP_MODEL": "model",
+    "CLAWLOOP_WORKSPACE": "workspace",
+    "CLAWLOOP_MAX_STEPS": "max_steps",
+    "CLAWLOOP_TIME_BUDGET": "time_budget",
+    "CLAWLOOP_TOOL_TIMEOUT": "tool_timeout",
+    "CLAWLOOP_SKILLS": "skills",
+    "CLAWLOOP_TEMPERATURE": "decoding.temperature",
+    "CLAWLOOP_MAX_TOKENS": "decoding.max_tokens",
+    "CLAWLOOP_SEED": "decoding.seed",
+    "CLAWLOOP_SANDBOX_MODE": "sandbox.mode",
+    "CLAWLOOP_SANDBOX": "sandbox.backend",
+    "CLAWLOOP_DATA_DIR": "data_dir",
+}
+
+
+def config_path() -> Path:
+    """The config file: ``$CLAWLOOP_CONFIG`` or ``config.toml`` in the user config folder."""
+    explicit = os.environ.get("CLAWLOOP_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path(platformdirs.user_config_dir(APP)) / "config.toml"
+
+
+def load_settings(overrides: dict[str, Any] | None = None, path: Path | None = None) -> Settings:
+    """Merge defaults, the config file, the environment and ``overrides`` (dotted keys)."""
+    path = path or config_path()
+    text = _read(path)
+    data = _parse_toml(text, path)
+    for var, key in ENV_VARS.items():
+        value = os.environ.get(var)
+        if value not in (None, ""):
+            _set(data, key, value.split(",") if key == "skills" else value)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set(data, key, value)
+    data.setdefault("config_path", str(path))
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise _config_error(exc, path, text) from None
+
+
+def add_rule(kind: str, pattern: str, path: Path | None = None) -> Path:
+    """Append a sandbox rule (``allow``, ``ask`` or ``deny``) to the config file and return it."""
+    if kind not in ("allow", "ask", "deny"):
+        raise ValueError(f"unknown rule kind {kind!r}")
+    path = path or config_path()
+    text = _read(path)
+    data = _parse_toml(text, path)
+    rules = list(data.get("sandbox", {}).get(kind, []))
+    if pattern not in rules:
+        rules.append(pattern)
+    _set(data, f"sandbox.{kind}", rules)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_toml(data), encoding="utf-8")
+    return path
+
+
+def dump_toml(data: dict[str, Any], prefix: str = "") -> str:
+    """A small TOML writer for the config file's shapes (scalars, lists, nested tables)."""
+    scalars = [(k, v) for k, v in data.items() if not isinstance(v, dict)]
+    tables = [(k, v) for k, v in data.items() if isinstance(v, dict)]
+    lines = [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in scalars]
+    out = "\n".join(lines) + ("\n" if lines else "")
+    for key, table in tables:
+        name = f"{prefix}{_toml_key(key)}"
+        body = dump_toml(table, name + ".")
+        out += f"\n[{name}]\n{body}" if any(not isinstance(v, dict) for v in table.values()) else body
+    return out
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_value(key)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{text}"'
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+
+
+def _parse_toml(text: str, path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+
+
+def _config_error(exc: ValidationError, path: Path, text: str) -> ConfigError:
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    key = ".".join(loc)
+    line = _line_of(text, loc[-1]) if loc else None
+    where = f"{path}, line {line}" if line else str(path)
+    env = next((var for var, k in ENV_VARS.items() if k == key and os.environ.get(var)), None)
+    if env:
+        where = f"environment variable {env}"
+    hint = "" if err["type"] != "extra_forbidden" else " (unknown key: check the spelling)"
+    return ConfigError(f"invalid setting {key!r} in {where}: {err['msg']}{hint}")
+
+
+def _line_of(text: str, key: str) -> int | None:
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if pattern.match(raw):
+            return number
+    return None

@@ -1,0 +1,80 @@
+"""The `agent` command: its groups are mounted here; errors for the user are rendered once."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+from rich.console import Console
+
+from agent.errors import UserError
+from cli import run_cmd
+from cli.config import config_path
+from cli.models_cmd import models
+from cli.sessions_cmd import sessions_app
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100, "terminal_width": 100}
+
+app = typer.Typer(
+    name="agent",
+    help="clawloop: a command-line agent runtime. A model calls tools in a sandbox until the task is done.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings=CONTEXT,
+    add_completion=False,
+)
+app.command()(run_cmd.run)
+app.command()(run_cmd.chat)
+app.command()(models)
+app.add_typer(sessions_app, name="sessions")
+
+config_app = typer.Typer(help="Where the config file is and what it holds.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("path")
+def show_config_path() -> None:
+    """Print the config file's path ($CLAWLOOP_CONFIG overrides it)."""
+    typer.echo(str(config_path()))
+
+
+@config_app.command("show")
+def show_config() -> None:
+    """Print the settings in effect (defaults, file, environment merged)."""
+    from cli.config import load_settings
+
+    settings = load_settings()
+    typer.echo(settings.model_dump_json(indent=2))
+
+
+def _mount_optional_groups() -> None:
+    """Groups whose modules depend on other packages' files."""
+    from cli.audit_cmd import audit
+    from cli.engine_cmd import engine_app
+    from cli.tools_cmd import tools_app
+
+    app.add_typer(tools_app, name="tools")
+    app.command("audit")(audit)
+    app.add_typer(engine_app, name="engine")
+
+
+_mount_optional_groups()
+
+
+def main() -> None:
+    """Entry point: run the app; a UserError becomes one line on stderr and exit code 2."""
+    try:
+        app()
+    except UserError as exc:
+        if os.environ.get("CLAWLOOP_DEBUG"):
+            raise
+        Console(stderr=True, highlight=False).print(f"[red]error:[/red] {exc.message}")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""`agent sessions`: list, show and remove saved conversations."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from agent.errors import UserError
+from agent.messages import AssistantMessage, ToolMessage
+from agent.session import Session, check_session_name
+from cli.config import load_settings
+
+sessions_app = typer.Typer(help="List, show and remove saved sessions.", no_args_is_help=True)
+console = Console(highlight=False)
+
+
+def _path(name: str):  # type: ignore[no-untyped-def]
+    settings = load_settings()
+    path = settings.sessions_dir / f"{check_session_name(name)}.jsonl"
+    if not path.exists():
+        raise UserError(f"no session named {name!r}: `agent sessions list` shows them")
+    return path
+
+
+@sessions_app.command("list")
+def list_sessions() -> None:
+    """List sessions, newest first."""
+    folder = load_settings().sessions_dir
+    files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True) if folder.exists() else []
+    if not files:
+        console.print(f"no sessions yet in {folder}")
+        return
+    table = Table("name", "messages", "last change", "first request")
+    for path in files:
+        session = Session.open(path)
+        first = next((m.content for m in session.messages if m.role == "user"), "")
+        when = dt.datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
+        table.add_row(path.stem, str(len(session.messages)), when, (first or "")[:60])
+    console.print(table)
+
+
+@sessions_app.command("show")
+def show(name: Annotated[str, typer.Argument(help="Session name.")]) -> None:
+    """Print a session's messages."""
+    session = Session.open(_path(name))
+    for message in session.messages:
+        if isinstance(message, AssistantMessage):
+            if message.content:
+                console.print(f"[bold]assistant:[/bold] {message.content}")
+            for call in message.tool_calls or []:
+                console.print(f"[cyan]tool call {call.function.name}[/cyan] {call.function.arguments}")
+        elif isinstance(message, ToolMessage):
+            console.print(f"[green]tool result ({message.name}):[/green] {message.content}")
+        else:
+            console.print(f"[bold]{message.role}:[/bold] {message.content}")
+    if session.skipped_lines:
+        console.print(f"[yellow]{session.skipped_lines} unreadable line(s) skipped[/yellow]")
+
+
+@sessions_app.command("rm")
+def remove(names: Annotated[list[str], typer.Argument(help="Session names.")]) -> None:
+    """Delete sessions."""
+    for name in names:
+        _path(name).unlink()
+        console.print(f"removed {name}")
