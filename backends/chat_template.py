@@ -51,7 +51,9 @@ class ChatTemplate:
     @classmethod
     def from_gguf(cls, path: Path) -> ChatTemplate:
         """The template and BOS/EOS strings stored in a GGUF file's metadata."""
-        meta = read_gguf_tokenizer_meta(Path(path))
+        from backends.model_info import gguf_tokenizer_strings
+
+        meta = gguf_tokenizer_strings(Path(path))
         return cls(meta.get("chat_template"), meta.get("bos_token", ""), meta.get("eos_token", ""))
 
     @classmethod
@@ -232,66 +234,3 @@ def _token_text(value: Any) -> str:
     if isinstance(value, dict):
         value = value.get("content")
     return value if isinstance(value, str) else ""
-
-
-def read_gguf_tokenizer_meta(path: Path) -> dict[str, str]:
-    """The chat template and BOS/EOS token strings of a GGUF file (absent ones left out)."""
-    from backends.default_model import check_gguf
-
-    path = check_gguf(path)
-    try:
-        from gguf import GGUFReader
-    except ImportError:
-        return _tokenizer_meta_from_llama_cpp(path)
-    try:
-        reader = GGUFReader(str(path), "r")
-    except Exception as exc:  # a damaged file is the user's to replace
-        raise UserError(f"cannot read GGUF metadata from {path}: {exc}") from None
-    out: dict[str, str] = {}
-    template = _gguf_string(reader, "tokenizer.chat_template")
-    if template is not None:
-        out["chat_template"] = template
-    tokens = reader.fields.get("tokenizer.ggml.tokens")
-    for key in ("bos", "eos"):
-        token_id = _gguf_scalar(reader, f"tokenizer.ggml.{key}_token_id")
-        if tokens is not None and token_id is not None and 0 <= token_id < len(tokens.data):
-            out[f"{key}_token"] = bytes(tokens.parts[tokens.data[token_id]]).decode(
-                "utf-8", "replace"
-            )
-    return out
-
-
-def _gguf_string(reader: Any, key: str) -> str | None:
-    field = reader.fields.get(key)
-    if field is None or not field.data:
-        return None
-    return bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
-
-
-def _gguf_scalar(reader: Any, key: str) -> int | None:
-    field = reader.fields.get(key)
-    if field is None or not field.data:
-        return None
-    return int(field.parts[field.data[0]][0])
-
-
-def _tokenizer_meta_from_llama_cpp(path: Path) -> dict[str, str]:
-    """Fallback without the ``gguf`` package: llama.cpp reads the metadata (vocabulary only)."""
-    try:
-        from llama_cpp import Llama
-    except ImportError:
-        raise UserError(
-            "reading a GGUF chat template needs the gguf or llama-cpp-python package: "
-            "pip install gguf (or pip install 'clawloop[llamacpp]')"
-        ) from None
-    llm = Llama(model_path=str(path), vocab_only=True, verbose=False)
-    meta = dict(llm.metadata)
-    out: dict[str, str] = {}
-    if "tokenizer.chat_template" in meta:
-        out["chat_template"] = meta["tokenizer.chat_template"]
-    for key, token_id in (("bos", llm.token_bos()), ("eos", llm.token_eos())):
-        if token_id >= 0:
-            out[f"{key}_token"] = llm.detokenize([token_id], special=True).decode(
-                "utf-8", "replace"
-            )
-    return out
