@@ -55,8 +55,8 @@ def tool_call_schema(tools: list[ToolSpec]) -> dict[str, Any]:
 
 
 def tool_call_schema_json(tools: list[ToolSpec]) -> str:
-    """:func:`tool_call_schema` as compact JSON text (a stable cache key)."""
-    return json.dumps(tool_call_schema(tools), sort_keys=True, separators=(",", ":"))
+    """:func:`tool_call_schema` as compact JSON text, key order kept (grammars follow it)."""
+    return json.dumps(tool_call_schema(tools), separators=(",", ":"))
 
 
 def _rewrite_refs(node: Any, renamed: dict[str, str]) -> Any:
