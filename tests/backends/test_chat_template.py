@@ -10,7 +10,7 @@ import pytest
 
 from agent.errors import UserError
 from agent.messages import AssistantMessage, Message, SystemMessage, ToolSpec, UserMessage
-from backends.chat_template import ChatTemplate, builtin_source
+from backends.chat_template import ChatTemplate, builtin_source, template_message
 from backends.parsing import parse_output
 
 # A tool-aware template in the style of Qwen2.5's: tools as JSON, arguments through `| tojson`
@@ -196,3 +196,23 @@ def test_from_gguf_rejects_other_files(tmp_path: Path):
 
 def test_builtin_template_is_package_data():
     assert "<tool_call>" in builtin_source() and "<tool_response>" in builtin_source()
+
+
+@pytest.mark.parametrize("source", [TOOL_AWARE, None], ids=["tool-aware", "builtin"])
+def test_same_text_as_hugging_face(
+    source: str | None, conversation: list[Message], tools: list[ToolSpec]
+):
+    """Hugging Face's renderer, given the same message dicts, writes the same prompt."""
+    hf = pytest.importorskip("transformers.utils.chat_template_utils")
+    template = ChatTemplate(source, bos_token="<s>", eos_token="</s>")
+    ours = template.render(conversation, tools)
+    theirs = hf.render_jinja_template(
+        conversations=[[template_message(m) for m in conversation]],
+        tools=[t.to_wire() for t in tools],
+        chat_template=source or builtin_source(),
+        add_generation_prompt=True,
+        bos_token="<s>",
+        eos_token="</s>",
+    )
+    rendered = theirs[0] if isinstance(theirs, tuple) else theirs
+    assert ours == (rendered[0] if isinstance(rendered, list) else rendered)
