@@ -28,6 +28,7 @@ prompt (the earlier turns of the conversation) from its KV cache.
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import os
 import re
@@ -76,10 +77,23 @@ def load_llama(path: Path, n_ctx: int, threads: int, extra_buffers: bool) -> _Lo
     key = (str(path), n_ctx, threads, extra_buffers)
     with _MODELS_LOCK:
         if key not in _MODELS:
-            _MODELS[key] = _Loaded(
-                _new_llama(path, n_ctx, threads, extra_buffers), threading.Lock()
-            )
+            if not _MODELS:
+                atexit.register(close_models)
+            llm = _new_llama(path, n_ctx, threads, extra_buffers)
+            _MODELS[key] = _Loaded(llm, threading.Lock())
         return _MODELS[key]
+
+
+def close_models() -> None:
+    """Free every cached model (at exit, before llama_cpp's own globals are torn down)."""
+    with _MODELS_LOCK:
+        for loaded in _MODELS.values():
+            if loaded.lock.acquire(timeout=5):  # a decode left suspended keeps its model
+                try:
+                    loaded.llm.close()
+                finally:
+                    loaded.lock.release()
+        _MODELS.clear()
 
 
 def _new_llama(path: Path, n_ctx: int, threads: int, extra_buffers: bool) -> Any:
