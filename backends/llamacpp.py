@@ -172,7 +172,7 @@ class LlamaCppDecoder:
     ) -> None:
         self.model_path = model_path
         self.n_ctx = n_ctx or _model_context(model_path)
-        self.threads = threads or os.cpu_count() or 1
+        self.threads = threads or _cores()
         self.seed = seed
         self.tool_first = tool_first
         self.extra_buffers = _default_extra_buffers() if extra_buffers is None else extra_buffers
@@ -316,6 +316,14 @@ def _overlap(text: str, stop: str) -> int:
         if text.endswith(stop[:n]):
             return n
     return 0
+
+
+def _cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _model_context(path: Path) -> int:

@@ -68,6 +68,24 @@ def test_stop_text_holds_back_possible_stops():
     assert _overlap("abcST", "STOP") == 2 and _overlap("abc", "STOP") == 0
 
 
+def test_tool_first_requires_a_call_only_to_start_a_turn(tmp_path: Path):
+    decoder = LlamaCppDecoder(tmp_path / "m.gguf", n_ctx=512, tool_first=True)
+    asked = [UserMessage(content="q")]
+    answered = [*asked, AssistantMessage(content="a")]
+    assert decoder._required(ChatRequest(messages=asked))
+    assert not decoder._required(ChatRequest(messages=[*answered, _tool_result()]))
+    assert not decoder._required(ChatRequest(messages=asked, tool_choice="auto"))
+    plain = LlamaCppDecoder(tmp_path / "m.gguf", n_ctx=512)
+    assert not plain._required(ChatRequest(messages=asked))
+    assert plain._required(ChatRequest(messages=asked, tool_choice="required"))
+
+
+def _tool_result() -> Message:
+    from agent.messages import ToolMessage
+
+    return ToolMessage(tool_call_id="c", content="r")
+
+
 def test_unknown_model_path(tmp_path: Path):
     from backends.llamacpp import make_llamacpp_backend
 
