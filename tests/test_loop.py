@@ -10,11 +10,11 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.backend import Backend, Completion, TextDelta
+from agent.backend import Backend, BackendEvent, Completion, TextDelta
 from agent.errors import BackendError, ToolError
 from agent.events import (
     ErrorEvent,
@@ -197,7 +197,7 @@ def test_backend_failure_is_an_error_event():
     class Down:
         name = "down"
 
-        def generate(self, request: ChatRequest):  # type: ignore[no-untyped-def]
+        def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
             raise BackendError("cannot reach http://127.0.0.1:1/v1: is the server running?")
             yield  # a generator, like every backend
 
@@ -213,7 +213,7 @@ def test_cancel_stops_between_tokens():
     class Chatty:
         name = "chatty"
 
-        def generate(self, request: ChatRequest):  # type: ignore[no-untyped-def]
+        def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
             for i in range(1000):
                 if i == 3:
                     loop_box[0].cancel.set()

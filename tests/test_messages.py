@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -10,6 +11,7 @@ from pydantic import ValidationError
 from agent.messages import (
     AssistantMessage,
     ChatRequest,
+    Message,
     ToolCall,
     ToolMessage,
     Usage,
@@ -18,7 +20,7 @@ from agent.messages import (
 )
 
 # A request as an OpenAI client sends it, mid-conversation: a tool call and its result.
-REQUEST = {
+REQUEST: dict[str, Any] = {
     "model": "gpt-4o-mini",
     "messages": [
         {"role": "system", "content": "You are a careful assistant."},
@@ -146,7 +148,7 @@ def test_invalid_messages_are_rejected(bad: dict):
 
 
 def test_request_settings_are_validated():
-    messages = [UserMessage(content="x")]
+    messages: list[Message] = [UserMessage(content="x")]
     for bad in ({"temperature": -1}, {"top_p": 0}, {"max_tokens": 0}, {"tool_choice": "any"}):
         with pytest.raises(ValidationError):
             ChatRequest.model_validate({"messages": messages, **bad})

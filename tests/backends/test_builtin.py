@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.backend import Completion
 from agent.errors import ConfigError, UserError
 from agent.messages import ChatRequest, UserMessage
 from agent.plugins import collect, plugin_manager
@@ -31,6 +32,7 @@ def test_fake_from_a_script(tmp_path: Path):
     backend = registered()["fake"](script=str(script), unknown_option=1)
     assert isinstance(backend, FakeBackend)
     events = list(backend.generate(ChatRequest(messages=[UserMessage(content="q")])))
+    assert isinstance(events[-1], Completion)
     assert events[-1].message.content == "scripted answer"
     assert isinstance(registered()["fake"](), FakeBackend)
 

@@ -120,7 +120,7 @@ def test_bundled_template_without_tool_support_uses_builtin(
     assert template.stop_strings == ["<|im_end|>"]
     assert template.render(conversation, tools) == ChatTemplate(None).render(conversation, tools)
     # Without tools, the model's own template is used.
-    plain = [SystemMessage(content="S"), UserMessage(content="U")]
+    plain: list[Message] = [SystemMessage(content="S"), UserMessage(content="U")]
     assert (
         template.render(plain)
         == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"

@@ -70,8 +70,8 @@ def test_stop_text_holds_back_possible_stops():
 
 def test_tool_first_requires_a_call_only_to_start_a_turn(tmp_path: Path):
     decoder = LlamaCppDecoder(tmp_path / "m.gguf", n_ctx=512, tool_first=True)
-    asked = [UserMessage(content="q")]
-    answered = [*asked, AssistantMessage(content="a")]
+    asked: list[Message] = [UserMessage(content="q")]
+    answered: list[Message] = [*asked, AssistantMessage(content="a")]
     assert decoder._required(ChatRequest(messages=asked))
     assert not decoder._required(ChatRequest(messages=[*answered, _tool_result()]))
     assert not decoder._required(ChatRequest(messages=asked, tool_choice="auto"))
@@ -121,14 +121,18 @@ def test_plain_answer_matches_llama_cpp_itself(backend: LocalBackend):
 
 @pytest.mark.slow
 def test_max_tokens_stop_strings_and_prefix_reuse(backend: LocalBackend):
-    question = [UserMessage(content="Write a long story about a dragon.")]
+    question: list[Message] = [UserMessage(content="Write a long story about a dragon.")]
     _, first = generate(backend, greedy(question, max_tokens=6))
     assert first.finish_reason == "length" and first.usage.completion_tokens == 6
     text, done = generate(backend, greedy(question, max_tokens=40, stop=[" the"]))
     assert done.finish_reason == "stop" and " the" not in text
     # The same prompt again: all but its last token come from the KV cache.
     assert done.usage.cached_tokens == done.usage.prompt_tokens - 1
-    follow_up = [*question, AssistantMessage(content=text), UserMessage(content="Shorter.")]
+    follow_up: list[Message] = [
+        *question,
+        AssistantMessage(content=text),
+        UserMessage(content="Shorter."),
+    ]
     _, again = generate(backend, greedy(follow_up, max_tokens=4))
     assert again.usage.cached_tokens >= done.usage.prompt_tokens - 1
 

@@ -30,7 +30,8 @@ class ChatServer:
                 body = json.loads(self.rfile.read(length))
                 server.requests.append((dict(self.headers), body))
                 if self.path != "/v1/chat/completions":
-                    status, headers, payload = 404, {}, b'{"error": {"message": "no route"}}'
+                    headers: dict[str, str] = {}
+                    status, payload = 404, b'{"error": {"message": "no route"}}'
                 else:
                     status, headers, payload = server.replies.pop(0)
                 self.send_response(status)
