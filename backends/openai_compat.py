@@ -82,16 +82,22 @@ class OpenAICompatBackend:
             body["model"] = self.model
         response = self._post(body)
         reply = _Reply()
+        kind = response.headers.get("Content-Type") or ""
         try:
-            if "json" in (response.headers.get("Content-Type") or "") and (
-                "event-stream" not in (response.headers.get("Content-Type") or "")
-            ):
+            if "json" in kind and "event-stream" not in kind:
                 yield from self._whole(response.read(), reply)  # the server ignored "stream"
             else:
+                events = 0
                 for data in _sse_data(response):
                     if data.strip() == "[DONE]":
                         break
+                    events += 1
                     yield from self._chunk(_json(data, self.url), reply)
+                if events == 0:
+                    raise BackendError(
+                        f"{self.url} answered without any chat completion events "
+                        f"(content type {kind or 'unknown'}): is it an OpenAI-compatible endpoint?"
+                    )
         except OSError as exc:  # TimeoutError included
             raise BackendError(
                 f"the connection to {self.url} broke while streaming ({exc}): is the server up?"

@@ -229,6 +229,13 @@ def test_not_json_is_a_clear_error(server: ChatServer):
         list(OpenAICompatBackend(server.base_url).generate(REQUEST))
 
 
+def test_a_web_page_is_not_a_chat_server(server: ChatServer):
+    page = b"<html><body>Welcome</body></html>"
+    server.replies.append((200, {"Content-Type": "text/html"}, page))
+    with pytest.raises(UserError, match=r"without any chat completion events.*text/html"):
+        list(OpenAICompatBackend(server.base_url).generate(REQUEST))
+
+
 def test_server_down_is_a_user_error():
     s = ChatServer()
     url = s.base_url
