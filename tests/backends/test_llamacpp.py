@@ -86,6 +86,18 @@ def _tool_result() -> Message:
     return ToolMessage(tool_call_id="c", content="r")
 
 
+def test_extra_buffers_can_be_forced(monkeypatch: pytest.MonkeyPatch):
+    from backends.llamacpp import _default_extra_buffers
+
+    monkeypatch.setenv("CLAWLOOP_LLAMACPP_EXTRA_BUFFERS", "1")
+    assert _default_extra_buffers() is True
+    monkeypatch.setenv("CLAWLOOP_LLAMACPP_EXTRA_BUFFERS", "off")
+    assert _default_extra_buffers() is False
+    monkeypatch.delenv("CLAWLOOP_LLAMACPP_EXTRA_BUFFERS")
+    cpu_flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    assert _default_extra_buffers() is ("amx_tile" not in cpu_flags)
+
+
 def test_unknown_model_path(tmp_path: Path):
     from backends.llamacpp import make_llamacpp_backend
 
