@@ -10,7 +10,7 @@ matches the trigger pattern, then the text from ``<tool_call>`` on is fed into t
 every later token must keep it valid:
 
     root ::= call (sep call){0,N-1}        # N = 1 unless the request sets parallel_tool_calls
-    call ::= "<tool_call>" "\\n"? JSON "\\n"? "</tool_call>"
+    call ::= "<tool_call>\\n" JSON "\\n</tool_call>"
 
 where JSON is the GBNF that llama.cpp's own converter makes from
 :func:`backends.tool_grammar.tool_call_schema` (one of the offered tools by name, with
@@ -141,7 +141,12 @@ def _default_extra_buffers() -> bool:
 
 
 def tool_call_gbnf(tools: list[ToolSpec], max_calls: int = 1) -> str:
-    """GBNF for one to ``max_calls`` ``<tool_call>`` blocks to the offered tools."""
+    """GBNF for one to ``max_calls`` ``<tool_call>`` blocks to the offered tools.
+
+    The JSON is pinned to the layout the chat template writes back (``json.dumps``: ``", "``
+    and ``": "`` between items, no other whitespace), so the assistant turn the model generated
+    is the same text as that turn re-rendered in the next prompt, and its KV cache is reused.
+    """
     schema = tool_call_schema_json(tools)
     key = (schema, max_calls)
     if key not in _GRAMMARS:
@@ -149,11 +154,13 @@ def tool_call_gbnf(tools: list[ToolSpec], max_calls: int = 1) -> str:
 
         json_rules = json_schema_to_gbnf(schema)
         json_rules = re.sub(r"^root ::=", "clawloop-call-json ::=", json_rules, flags=re.M)
+        json_rules = json_rules.replace('"," space', '", "').replace('":" space', '": "')
+        json_rules = re.sub(r"^space ::= .*$", 'space ::= ""', json_rules, flags=re.M)
         more = f" (clawloop-sep clawloop-call){{0,{max_calls - 1}}}" if max_calls > 1 else ""
         _GRAMMARS[key] = (
             f"root ::= clawloop-call{more}\n"
-            f'clawloop-call ::= "{OPEN}" "\\n"? clawloop-call-json "\\n"? "</tool_call>"\n'
-            'clawloop-sep ::= "\\n"? "\\n"?\n' + json_rules
+            f'clawloop-call ::= "{OPEN}\\n" clawloop-call-json "\\n</tool_call>"\n'
+            'clawloop-sep ::= "\\n"\n' + json_rules
         )
     return _GRAMMARS[key]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.backend import Completion, TextDelta
+from agent.backend import BackendEvent, Completion, TextDelta
 from agent.errors import UserError
 from agent.events import FinalEvent, ToolCallEvent, ToolResultEvent
 from agent.loop import AgentLoop, Decoding, LoopLimits
@@ -21,6 +21,7 @@ from agent.messages import (
     Message,
     SystemMessage,
     ToolSpec,
+    Usage,
     UserMessage,
 )
 from agent.session import Session
@@ -228,8 +229,19 @@ def test_agent_loop_runs_a_real_tool_call_and_answers(tmp_path: Path):
         return reports.get(city, f"no weather report for {city}")
 
     backend = make_llamacpp_backend(threads=1, n_ctx=2048, tool_first=True)
+    usages: list[Usage] = []
+
+    class Recording:
+        name = "recording"
+
+        def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
+            for event in backend.generate(request):
+                if isinstance(event, Completion):
+                    usages.append(event.usage)
+                yield event
+
     loop = AgentLoop(
-        backend,
+        Recording(),
         Toolbox([function_tool(weather)]),
         system_prompt="You are a helpful assistant.",
         decoding=Decoding(temperature=0.0, max_tokens=60),
@@ -247,5 +259,7 @@ def test_agent_loop_runs_a_real_tool_call_and_answers(tmp_path: Path):
     assert executed == ["Paris"]
     # The answer uses what the tool returned.
     assert "sunny" in finals[0].content.lower() or "21" in finals[0].content
+    # The second prompt starts with the first one, token for token: its KV cache is reused.
+    assert usages[1].cached_tokens >= usages[0].prompt_tokens
     roles = [m.role for m in Session.open(tmp_path / "session.jsonl").messages]
     assert roles == ["system", "user", "assistant", "tool", "assistant"]
