@@ -14,12 +14,18 @@ every later token must keep it valid:
 
 where JSON is the GBNF that llama.cpp's own converter makes from
 :func:`backends.tool_grammar.tool_call_schema` (one of the offered tools by name, with
-arguments valid for its schema). When the grammar is complete only an end-of-turn token is
-allowed, so text before a call is free and nothing follows the calls. With
+arguments valid for its schema), its whitespace pinned to the layout the chat template
+writes back, so a generated call re-renders to the same text. When the grammar is complete
+only an end-of-turn token is allowed, so text before a call is free and nothing follows the
+calls. With
 ``tool_choice="required"`` the same grammar is applied from the first token, so the reply is
 a call. ``tool_first=True`` (an option of this backend) applies ``required`` to the first
 step of each user turn only: small models such as the bundled SmolLM2-135M rarely start a
 call on their own, and then answer from the tool's result.
+
+Extra buffer types (AMX, weight repacking) are off by default on CPUs that advertise AMX:
+some virtual machines advertise it and then fault on its instructions (SIGILL inside a matrix
+product). ``CLAWLOOP_LLAMACPP_EXTRA_BUFFERS=1`` turns them back on.
 
 The ``Llama`` object is cached per model file in the process; it holds one sequence, so
 requests are served one at a time, and each reuses the longest token prefix of the previous
