@@ -117,13 +117,12 @@ class ChatTemplate:
         }
         if tool_dicts:
             context["tools"] = tool_dicts
+        # The template is data we did not write: its failure is the user's to fix.
         try:
             return str(template.render(**context))
         except UserError:
             raise
-        except (
-            Exception
-        ) as exc:  # the template is data we did not write: its failure is the user's to fix
+        except Exception as exc:
             raise UserError(
                 f"the chat template failed to render this conversation: {exc}"
             ) from None
