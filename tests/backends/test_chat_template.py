@@ -7,9 +7,19 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent.errors import UserError
-from agent.messages import AssistantMessage, Message, SystemMessage, ToolSpec, UserMessage
+from agent.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
 from backends.chat_template import ChatTemplate, builtin_source, template_message
 from backends.parsing import parse_output
 
@@ -216,3 +226,41 @@ def test_same_text_as_hugging_face(
     )
     rendered = theirs[0] if isinstance(theirs, tuple) else theirs
     assert ours == (rendered[0] if isinstance(rendered, list) else rendered)
+
+
+_text = st.lists(
+    st.text(max_size=5) | st.sampled_from(["{{ 7*7 }}", "{%", "<|im_end|>", "\n"]), max_size=6
+).map("".join)
+_args = st.dictionaries(st.text(max_size=6), st.integers() | st.text(max_size=6), max_size=3)
+_message = st.one_of(
+    st.builds(UserMessage, content=_text),
+    st.builds(AssistantMessage, content=_text),
+    st.builds(
+        lambda text, calls: AssistantMessage(
+            content=text or None, tool_calls=[ToolCall.make(n, a) for n, a in calls]
+        ),
+        st.text(max_size=10),
+        st.lists(st.tuples(st.sampled_from(["weather", "read"]), _args), min_size=1, max_size=2),
+    ),
+    st.builds(ToolMessage, tool_call_id=st.just("c"), content=_text),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(tail=st.lists(_message, min_size=1, max_size=6), with_system=st.booleans())
+def test_builtin_prefixes_hold_for_any_conversation(
+    tools: list[ToolSpec], tail: list[Message], with_system: bool
+):
+    conversation: list[Message] = [SystemMessage(content="S")] if with_system else []
+    conversation += [UserMessage(content="start"), *tail]
+    template = ChatTemplate(None)
+    renders = [
+        template.render(conversation[:k], tools, False) for k in range(1, len(conversation) + 1)
+    ]
+    for shorter, longer in itertools.pairwise(renders):
+        assert longer.startswith(shorter)
+    # Message text is data, never template code.
+    for message in conversation:
+        assert (message.content or "") in renders[-1]
