@@ -1,0 +1,118 @@
+"""The built-in backends, registered through the same plugin hook a third-party backend uses.
+
+Each factory takes keyword options (from the command line or the config file, so numbers may
+arrive as strings) and ignores options it does not know. Heavy modules are imported only when
+a backend is built, so listing backends stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent.backend import Backend
+from agent.errors import ConfigError, UserError
+from agent.plugins import hookimpl
+
+
+def make_fake(script: str | Path | None = None, **_: Any) -> Backend:
+    """The scripted fake backend; ``script`` is a JSON file of assistant turns."""
+    from backends.fake import FakeBackend
+
+    return FakeBackend.from_file(Path(script)) if script else FakeBackend()
+
+
+def make_llamacpp(
+    model: str | Path | None = None,
+    n_ctx: Any = None,
+    seed: Any = None,
+    threads: Any = None,
+    tool_first: Any = False,
+    **_: Any,
+) -> Backend:
+    """llama.cpp on a GGUF file (default: the bundled SmolLM2-135M-Instruct)."""
+    from backends.llamacpp import make_llamacpp_backend
+
+    return make_llamacpp_backend(
+        model=model or None,
+        n_ctx=_int("n_ctx", n_ctx),
+        seed=_int("seed", seed),
+        threads=_int("threads", threads),
+        tool_first=_bool("tool_first", tool_first),
+    )
+
+
+def make_openai(
+    base_url: str = "http://127.0.0.1:8000/v1",
+    api_key: str | None = None,
+    model: str | None = None,
+    timeout: Any = 600.0,
+    **_: Any,
+) -> Backend:
+    """Any OpenAI-compatible server (vLLM, SGLang, llama-server, Ollama)."""
+    from backends.openai_compat import make_openai_backend
+
+    seconds = _float("timeout", timeout)
+    return make_openai_backend(base_url, api_key, model, 600.0 if seconds is None else seconds)
+
+
+def make_engine(**options: Any) -> Backend:
+    """clawloop's bundled paged engine."""
+    try:
+        from backends.engine.backend import make_engine_backend
+    except ImportError as exc:
+        if (exc.name or "").startswith("backends"):
+            raise UserError("the engine backend is not part of this installation") from None
+        raise UserError(
+            f"the engine backend needs {exc.name}: pip install 'clawloop[engine]'"
+        ) from None
+    for key in ("kv_cache_bytes", "block_size"):
+        if key in options:
+            options[key] = _int(key, options[key])
+    backend: Backend = make_engine_backend(**options)
+    return backend
+
+
+BUILTIN_BACKENDS: dict[str, Callable[..., Backend]] = {
+    "fake": make_fake,
+    "llamacpp": make_llamacpp,
+    "openai": make_openai,
+    "engine": make_engine,
+}
+
+
+@hookimpl
+def register_backends(register: Callable[[str, Callable[..., Any]], None]) -> None:
+    """Register fake, llamacpp, openai and engine."""
+    for name, factory in BUILTIN_BACKENDS.items():
+        register(name, factory)
+
+
+def _int(key: str, value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"backend option {key} must be a whole number, not {value!r}") from None
+
+
+def _float(key: str, value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"backend option {key} must be a number, not {value!r}") from None
+
+
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off", "", "none"}:
+        return False
+    raise ConfigError(f"backend option {key} must be true or false, not {value!r}")

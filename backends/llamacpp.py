@@ -1,0 +1,365 @@
+"""The llama.cpp decoder: a GGUF model run in-process through llama-cpp-python.
+
+Tool calls are constrained with a llama.cpp *lazy* grammar rather than one grammar over the
+whole output. A GBNF grammar constrains every token from the first one, so "free text or a
+call" would have to be written as a grammar for text that never contains ``<tool_call>``,
+checked against the whole vocabulary at every step of an ordinary answer. llama.cpp's lazy
+grammar sampler (``llama_sampler_init_grammar_lazy_patterns``, exposed by llama-cpp-python
+0.3) does what llama-server does for tool calls: decoding is free until the generated text
+matches the trigger pattern, then the text from ``<tool_call>`` on is fed into the grammar and
+every later token must keep it valid:
+
+    root ::= call (sep call){0,N-1}        # N = 1 unless the request sets parallel_tool_calls
+    call ::= "<tool_call>\\n" JSON "\\n</tool_call>"
+
+where JSON is the GBNF that llama.cpp's own converter makes from
+:func:`backends.tool_grammar.tool_call_schema` (one of the offered tools by name, with
+arguments valid for its schema), its whitespace pinned to the layout the chat template
+writes back, so a generated call re-renders to the same text. When the grammar is complete
+only an end-of-turn token is allowed, so text before a call is free and nothing follows the
+calls. With
+``tool_choice="required"`` the same grammar is applied from the first token, so the reply is
+a call. ``tool_first=True`` (an option of this backend) applies ``required`` to the first
+step of each user turn only: small models such as the bundled SmolLM2-135M rarely start a
+call on their own, and then answer from the tool's result.
+
+Extra buffer types (AMX, weight repacking) are off by default on CPUs that advertise AMX:
+some virtual machines advertise it and then fault on its instructions (SIGILL inside a matrix
+product). ``CLAWLOOP_LLAMACPP_EXTRA_BUFFERS=1`` turns them back on.
+
+The ``Llama`` object is cached per model file in the process; it holds one sequence, so
+requests are served one at a time, and each reuses the longest token prefix of the previous
+prompt (the earlier turns of the conversation) from its KV cache.
+"""
+
+from __future__ import annotations
+
+import atexit
+import codecs
+import os
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.errors import BackendError, UserError
+from agent.messages import ChatRequest, ToolSpec, Usage
+from backends.base import DecodeResult, LocalBackend
+from backends.chat_template import ChatTemplate
+from backends.default_model import INSTALL_HINT, check_gguf, default_model_path
+from backends.tool_grammar import OPEN, tool_call_schema_json
+
+DEFAULT_N_CTX = 8192
+MAX_PARALLEL_CALLS = 8
+TRIGGER_PATTERN = r"[\s\S]*?(" + re.escape(OPEN) + r")[\s\S]*"
+# Sampling defaults for settings a request leaves unset (llama.cpp's own defaults).
+DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P, DEFAULT_MIN_P = 0.8, 40, 0.95, 0.05
+_RANDOM_SEED = 0xFFFFFFFF  # llama.cpp draws a seed
+
+
+@dataclass(slots=True)
+class _Loaded:
+    llm: Any
+    lock: threading.Lock
+
+
+_MODELS: dict[tuple[str, int, int, bool], _Loaded] = {}
+_MODELS_LOCK = threading.Lock()
+_GRAMMARS: dict[tuple[str, int], str] = {}
+
+
+def _import_llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError:
+        raise UserError(f"the llamacpp backend needs llama-cpp-python: {INSTALL_HINT}") from None
+    return llama_cpp
+
+
+def load_llama(path: Path, n_ctx: int, threads: int, extra_buffers: bool) -> _Loaded:
+    """The cached ``Llama`` for ``path`` (loaded on first use), with its lock."""
+    key = (str(path), n_ctx, threads, extra_buffers)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            if not _MODELS:
+                atexit.register(close_models)
+            llm = _new_llama(path, n_ctx, threads, extra_buffers)
+            _MODELS[key] = _Loaded(llm, threading.Lock())
+        return _MODELS[key]
+
+
+def close_models() -> None:
+    """Free every cached model (at exit, before llama_cpp's own globals are torn down)."""
+    with _MODELS_LOCK:
+        for loaded in _MODELS.values():
+            if loaded.lock.acquire(timeout=5):  # a decode left suspended keeps its model
+                try:
+                    loaded.llm.close()
+                finally:
+                    loaded.lock.release()
+        _MODELS.clear()
+
+
+def _new_llama(path: Path, n_ctx: int, threads: int, extra_buffers: bool) -> Any:
+    llama_cpp = _import_llama_cpp()
+    low = llama_cpp.llama_cpp
+    defaults = low.llama_model_default_params
+
+    def model_params() -> Any:
+        params = defaults()
+        if hasattr(params, "use_extra_bufts"):
+            params.use_extra_bufts = extra_buffers
+        return params
+
+    # Llama() takes no option for extra buffer types; give it default params without them.
+    low.llama_model_default_params = model_params
+    try:
+        return llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_threads_batch=threads,
+            verbose=False,
+        )
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise BackendError(f"llama.cpp could not load {path}: {exc}") from None
+    finally:
+        low.llama_model_default_params = defaults
+
+
+def _default_extra_buffers() -> bool:
+    """Extra buffer types (AMX, weight repacking) unless the CPU advertises AMX.
+
+    Some virtual machines advertise AMX but fault on its instructions, which kills the process
+    with SIGILL in the middle of a matrix product; set CLAWLOOP_LLAMACPP_EXTRA_BUFFERS=1 to
+    use AMX anyway.
+    """
+    env = os.environ.get("CLAWLOOP_LLAMACPP_EXTRA_BUFFERS")
+    if env is not None:
+        return env.strip().lower() in {"1", "true", "yes", "on"}
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True
+    return "amx_tile" not in cpuinfo
+
+
+def tool_call_gbnf(tools: list[ToolSpec], max_calls: int = 1) -> str:
+    """GBNF for one to ``max_calls`` ``<tool_call>`` blocks to the offered tools.
+
+    The JSON is pinned to the layout the chat template writes back (``json.dumps``: ``", "``
+    and ``": "`` between items, no other whitespace), so the assistant turn the model generated
+    is the same text as that turn re-rendered in the next prompt, and its KV cache is reused.
+    """
+    schema = tool_call_schema_json(tools)
+    key = (schema, max_calls)
+    if key not in _GRAMMARS:
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        json_rules = json_schema_to_gbnf(schema)
+        json_rules = re.sub(r"^root ::=", "clawloop-call-json ::=", json_rules, flags=re.M)
+        json_rules = json_rules.replace('"," space', '", "').replace('":" space', '": "')
+        json_rules = re.sub(r"^space ::= .*$", 'space ::= ""', json_rules, flags=re.M)
+        more = f" (clawloop-sep clawloop-call){{0,{max_calls - 1}}}" if max_calls > 1 else ""
+        _GRAMMARS[key] = (
+            f"root ::= clawloop-call{more}\n"
+            f'clawloop-call ::= "{OPEN}\\n" clawloop-call-json "\\n</tool_call>"\n'
+            'clawloop-sep ::= "\\n"\n' + json_rules
+        )
+    return _GRAMMARS[key]
+
+
+class LlamaCppDecoder:
+    """Prefill + decode with llama.cpp, tool calls constrained by a grammar."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        n_ctx: int | None = None,
+        threads: int | None = None,
+        seed: int | None = None,
+        tool_first: bool = False,
+        extra_buffers: bool | None = None,
+    ) -> None:
+        self.model_path = model_path
+        self.n_ctx = n_ctx or _model_context(model_path)
+        self.threads = threads or _cores()
+        self.seed = seed
+        self.tool_first = tool_first
+        self.extra_buffers = _default_extra_buffers() if extra_buffers is None else extra_buffers
+
+    def decode(
+        self, prompt: str, request: ChatRequest, stop: list[str], tools: list[ToolSpec] | None
+    ) -> Iterator[str | DecodeResult]:
+        loaded = load_llama(self.model_path, self.n_ctx, self.threads, self.extra_buffers)
+        with loaded.lock:
+            yield from self._decode(loaded.llm, prompt, request, stop, tools)
+
+    def _decode(
+        self,
+        llm: Any,
+        prompt: str,
+        request: ChatRequest,
+        stop: list[str],
+        tools: list[ToolSpec] | None,
+    ) -> Iterator[str | DecodeResult]:
+        tokens = self._tokenize(llm, prompt)
+        n_ctx = llm.n_ctx()
+        if len(tokens) >= n_ctx:
+            raise BackendError(
+                f"the conversation is {len(tokens)} tokens, more than the model's context of "
+                f"{n_ctx}: start a new session, or raise n_ctx"
+            )
+        cached = _reuse_prefix(llm, tokens)
+        llm.eval(tokens[cached:])
+        sampler = self._sampler(llm, request, tools)
+        budget = min(request.max_tokens or n_ctx, n_ctx - len(tokens))
+        text = _StopText(stop)
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        finish, generated = "length", 0
+        while generated < budget:
+            token = sampler.sample(llm._ctx, -1)  # also advances the grammar
+            generated += 1
+            if _is_eog(llm, token):
+                finish = "stop"
+                break
+            piece, stopped = text.push(utf8.decode(llm.detokenize([token])))
+            if piece:
+                yield piece
+            if stopped:
+                finish = "stop"
+                break
+            llm.eval([token])
+        if not text.stopped:
+            rest = text.push(utf8.decode(b"", final=True))[0] + text.flush()
+            if rest:
+                yield rest  # text held back for a stop string that never came
+        usage = Usage(prompt_tokens=len(tokens), completion_tokens=generated, cached_tokens=cached)
+        yield DecodeResult(finish_reason=finish, usage=usage)
+
+    def _tokenize(self, llm: Any, prompt: str) -> list[int]:
+        tokens: list[int] = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        bos = llm.token_bos()
+        if llm._model.add_bos_token() and bos >= 0 and (not tokens or tokens[0] != bos):
+            tokens.insert(0, bos)  # the template did not write the BOS the model expects
+        return tokens
+
+    def _sampler(self, llm: Any, request: ChatRequest, tools: list[ToolSpec] | None) -> Any:
+        from llama_cpp import LlamaGrammar
+        from llama_cpp._internals import LlamaSampler
+
+        sampler = LlamaSampler()
+        if tools:
+            parallel = (request.model_extra or {}).get("parallel_tool_calls") is True
+            gbnf = tool_call_gbnf(tools, MAX_PARALLEL_CALLS if parallel else 1)
+            grammar = LlamaGrammar.from_string(gbnf, verbose=False)
+            if self._required(request):
+                sampler.add_grammar(llm._model, grammar)
+            else:
+                sampler.add_grammar_lazy_patterns(llm._model, grammar, [TRIGGER_PATTERN], [])
+        temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
+        if temperature <= 0:
+            sampler.add_greedy()
+            return sampler
+        top_k = DEFAULT_TOP_K if request.top_k is None else request.top_k
+        if top_k > 0:
+            sampler.add_top_k(top_k)
+        sampler.add_top_p(DEFAULT_TOP_P if request.top_p is None else request.top_p, 1)
+        sampler.add_min_p(DEFAULT_MIN_P if request.min_p is None else request.min_p, 1)
+        sampler.add_temp(temperature)
+        seed = request.seed if request.seed is not None else self.seed
+        sampler.add_dist(_RANDOM_SEED if seed is None else seed & 0xFFFFFFFF)
+        return sampler
+
+    def _required(self, request: ChatRequest) -> bool:
+        if request.tool_choice is not None:
+            return request.tool_choice == "required"
+        return self.tool_first and bool(request.messages) and request.messages[-1].role == "user"
+
+
+def _reuse_prefix(llm: Any, tokens: list[int]) -> int:
+    """Keep the KV cache of the prefix shared with the previous prompt; return its length."""
+    previous = llm.input_ids[: llm.n_tokens].tolist()
+    n = 0
+    limit = min(len(previous), len(tokens) - 1)  # the last prompt token is always evaluated
+    while n < limit and previous[n] == tokens[n]:
+        n += 1
+    if n == 0 or not llm._ctx.kv_cache_seq_rm(-1, n, -1):
+        llm.reset()
+        return 0
+    llm.n_tokens = n
+    return n
+
+
+def _is_eog(llm: Any, token: int) -> bool:
+    llama_cpp = _import_llama_cpp()
+    return bool(llama_cpp.llama_vocab_is_eog(llm._model.vocab, token))
+
+
+class _StopText:
+    """Holds back text that may be the start of a stop string; cuts at the first stop string."""
+
+    def __init__(self, stops: list[str]) -> None:
+        self.stops = [s for s in stops if s]
+        self.pending = ""
+        self.stopped = False
+
+    def push(self, piece: str) -> tuple[str, bool]:
+        self.pending += piece
+        cut = min((i for s in self.stops if (i := self.pending.find(s)) >= 0), default=-1)
+        if cut >= 0:
+            out, self.pending = self.pending[:cut], ""
+            self.stopped = True
+            return out, True
+        hold = max((_overlap(self.pending, s) for s in self.stops), default=0)
+        out = self.pending[: len(self.pending) - hold]
+        self.pending = self.pending[len(out) :]
+        return out, False
+
+    def flush(self) -> str:
+        out, self.pending = self.pending, ""
+        return out
+
+
+def _overlap(text: str, stop: str) -> int:
+    """Length of the longest suffix of ``text`` that is a proper prefix of ``stop``."""
+    for n in range(min(len(text), len(stop) - 1), 0, -1):
+        if text.endswith(stop[:n]):
+            return n
+    return 0
+
+
+def _cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _model_context(path: Path) -> int:
+    from backends.model_info import read_gguf_header
+
+    meta = read_gguf_header(path).metadata
+    trained = meta.get(f"{meta.get('general.architecture')}.context_length")
+    return (
+        min(DEFAULT_N_CTX, trained) if isinstance(trained, int) and trained > 0 else DEFAULT_N_CTX
+    )
+
+
+def make_llamacpp_backend(
+    model: str | Path | None = None,
+    n_ctx: int | None = None,
+    seed: int | None = None,
+    threads: int | None = None,
+    tool_first: bool = False,
+    extra_buffers: bool | None = None,
+    **_: Any,
+) -> LocalBackend:
+    """A LocalBackend on a GGUF file (the bundled SmolLM2-135M-Instruct by default)."""
+    _import_llama_cpp()
+    path = default_model_path() if model is None else check_gguf(Path(model))
+    decoder = LlamaCppDecoder(path, n_ctx, threads, seed, tool_first, extra_buffers)
+    return LocalBackend("llamacpp", ChatTemplate.from_gguf(path), decoder)
