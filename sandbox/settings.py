@@ -18,17 +18,25 @@ class ResourceLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    timeout_s: float = Field(120.0, gt=0, description="wall-clock limit; the whole tree is killed")
-    cpu_s: int = Field(300, gt=0, description="CPU seconds per process (RLIMIT_CPU)")
-    memory_mb: int = Field(4096, gt=0, description="address space per process (RLIMIT_AS)")
-    file_size_mb: int = Field(1024, gt=0, description="largest file a command may write")
-    processes: int = Field(128, gt=0, description="processes the command may add (RLIMIT_NPROC)")
-    tmp_size_mb: int = Field(512, gt=0, description="size of the private /tmp")
+    timeout_s: float = Field(
+        default=120.0, gt=0, description="wall-clock limit; the whole tree is killed"
+    )
+    cpu_s: int = Field(default=300, gt=0, description="CPU seconds per process (RLIMIT_CPU)")
+    memory_mb: int = Field(default=4096, gt=0, description="address space per process (RLIMIT_AS)")
+    file_size_mb: int = Field(default=1024, gt=0, description="largest file a command may write")
+    processes: int = Field(
+        default=128, gt=0, description="processes the command may add (RLIMIT_NPROC)"
+    )
+    tmp_size_mb: int = Field(default=512, gt=0, description="size of the private /tmp")
     output_bytes: int = Field(
-        32_000, ge=1000, description="output kept per stream (head and tail); the rest is cut"
+        default=32_000,
+        ge=1000,
+        description="output kept per stream (head and tail); the rest is cut",
     )
     drain_bytes: int = Field(
-        64 * 1024 * 1024, ge=1000, description="output read before a runaway command is killed"
+        default=64 * 1024 * 1024,
+        ge=1000,
+        description="output read before a runaway command is killed",
     )
 
 
@@ -45,4 +53,4 @@ class SandboxSettings(BaseModel):
     limits: ResourceLimits = ResourceLimits()
     env_allowlist: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOWLIST))
     # The unprivileged uid a command runs as when clawloop itself runs as root.
-    sandbox_uid: int = Field(65534, gt=0)
+    sandbox_uid: int = Field(default=65534, gt=0)
