@@ -9,6 +9,7 @@ clawloop's own config and data folders.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from dataclasses import dataclass, field
@@ -82,6 +83,47 @@ class PathResolver:
         if for_write:
             self.check_writable(resolved, path)
         return resolved
+
+    def open(
+        self, resolved: Path, flags: int, mode: int = 0o666, make_parents: bool = False
+    ) -> int:
+        """Open a resolved path by walking from the workspace without following any link.
+
+        A link swapped in after :meth:`resolve` (by a sandboxed command, say) makes this fail
+        instead of reaching outside. Files with several hard links are refused here too.
+        """
+        parts = resolved.relative_to(self.workspace).parts
+        if not parts:
+            raise ToolError("that is the workspace folder itself, not a file")
+        nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+        dirfd = os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for name in parts[:-1]:
+                if make_parents:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, dir_fd=dirfd)
+                try:
+                    nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | nofollow, dir_fd=dirfd)
+                except (NotADirectoryError, OSError) as exc:
+                    raise ToolError(
+                        f"cannot open {self.relative(resolved)!r}: {exc.strerror}"
+                    ) from exc
+                os.close(dirfd)
+                dirfd = nxt
+            try:
+                fd = os.open(parts[-1], flags | nofollow, mode, dir_fd=dirfd)
+            except OSError as exc:
+                raise ToolError(f"cannot open {self.relative(resolved)!r}: {exc.strerror}") from exc
+        finally:
+            os.close(dirfd)
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            os.close(fd)
+            raise ToolError(
+                f"{self.relative(resolved)!r} has other hard links, which may lie "
+                "outside the workspace; refusing to touch it"
+            )
+        return fd
 
     def relative(self, resolved: Path) -> str:
         """The workspace-relative form of a resolved path."""

@@ -134,7 +134,7 @@ class Policy:
     def decide(self, target: RuleTarget, tool_name: str, arguments: dict[str, Any]) -> Decision:
         """Deny, then ask, then allow; the first matching rule of each list wins."""
         if self.mode == "read-only" and target.effect == "write":
-            return Decision("deny", None, "read-only mode")
+            return Decision("deny", None, "the sandbox is in read-only mode")
         for kind in ("deny", "ask", "allow"):
             for rule in self.rules:
                 if rule.kind == kind and self._matches(rule, target, tool_name, arguments):

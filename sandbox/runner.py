@@ -46,6 +46,10 @@ class CommandRunner(Protocol):
         """Run to completion, the timeout, or the output cap."""
         ...
 
+    def check(self) -> None:
+        """Raise :class:`UserError` (with the fix) if commands cannot be run at all."""
+        ...
+
 
 @dataclass(slots=True)
 class _Capture:
