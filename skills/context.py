@@ -6,13 +6,14 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agent.errors import UserError
 from sandbox.audit import AuditLog
 from sandbox.paths import PathResolver
 from sandbox.policy import Policy
 from sandbox.runner import CommandRunner, SandboxRunner
-from sandbox.secrets import Redactor
+from sandbox.secrets import Redactor, find_secrets
 from sandbox.settings import SandboxSettings
 
 
@@ -55,4 +56,19 @@ class SkillContext:
             audit=AuditLog(audit_path, redactor),
             policy=Policy.from_settings(settings, workspace),
             data_dir=data_dir,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Any, environ: Mapping[str, str] | None = None) -> SkillContext:
+        """From the CLI's settings object (``.workspace``, ``.sandbox``, ``.audit_path``,
+        ``.data_dir``); every credential in it or in the environment is redacted."""
+        environ = os.environ if environ is None else environ
+        dump = settings.model_dump() if hasattr(settings, "model_dump") else {}
+        return cls.create(
+            Path(settings.workspace),
+            settings.sandbox,
+            audit_path=getattr(settings, "audit_path", None),
+            secrets=find_secrets(dump, environ),
+            data_dir=getattr(settings, "data_dir", None),
+            environ=environ,
         )
