@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,8 +111,9 @@ def grant_workspace(workspace: Path, uid: int, write: bool) -> None:
     """Give ``uid`` access to the workspace with POSIX ACLs (once per process and workspace).
 
     Used when clawloop runs as root and commands run as ``uid``. A default ACL on every folder
-    makes files created later (by root or by the command) accessible too. To undo:
-    ``setfacl -R -x u:UID,d:u:UID WORKSPACE``.
+    makes files created later (by root or by the command) accessible too. Parent folders that
+    others cannot search get a search-only (x) entry, so bwrap can reach the workspace. To
+    undo: ``setfacl -R -x u:UID,d:u:UID WORKSPACE``.
     """
     key = (str(workspace), uid, write)
     if key in _granted:
@@ -123,16 +125,18 @@ def grant_workspace(workspace: Path, uid: int, write: bool) -> None:
             "user that needs an ACL on the workspace: `apt-get install acl`"
         )
     perms = "rwX" if write else "rX"
-    result = subprocess.run(
-        [setfacl, "-R", "-m", f"u:{uid}:{perms},d:u:{uid}:{perms}", str(workspace)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    _setfacl(setfacl, ["-R", "-m", f"u:{uid}:{perms},d:u:{uid}:{perms}", str(workspace)], uid)
+    for parent in workspace.parents:
+        if parent != Path("/") and not os.stat(parent).st_mode & stat.S_IXOTH:
+            _setfacl(setfacl, ["-m", f"u:{uid}:x", str(parent)], uid)
+    _granted.add(key)
+
+
+def _setfacl(setfacl: str, args: list[str], uid: int) -> None:
+    result = subprocess.run([setfacl, *args], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         first = (result.stderr.strip().splitlines() or ["unknown error"])[0]
         raise UserError(
-            f"could not give the sandbox user (uid {uid}) access to {workspace} "
-            f"with setfacl: {first}; the file system must support POSIX ACLs"
+            f"could not give the sandbox user (uid {uid}) access with setfacl "
+            f"({first}); the file system must support POSIX ACLs"
         )
-    _granted.add(key)
