@@ -63,7 +63,7 @@ class PathResolver:
         """The resolved path; raise :class:`ToolError` if it leaves the workspace."""
         if not path or "\x00" in path:
             raise ToolError("the path is empty or contains a NUL byte")
-        raw = Path(path)
+        raw = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
         full = raw if raw.is_absolute() else self.workspace / raw
         resolved = full.resolve()
         if not _inside(resolved, self.workspace):

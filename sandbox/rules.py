@@ -172,9 +172,27 @@ def _match(words: tuple[_PWord, ...], tokens: tuple[Token, ...]) -> bool:
     return m(0, 0)
 
 
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_WRAPPERS = frozenset({"command", "env", "exec", "nice", "nohup", "time", "builtin"})
+
+
+def _bare(segment: list[Token]) -> list[Token]:
+    """``FOO=1 env /bin/rm -rf ~`` as ``rm -rf ~``, so a deny rule for ``rm`` still sees it."""
+    words = list(segment)
+    while words and (
+        (_ASSIGNMENT.match(words[0].text) and not words[0].quoted)
+        or words[0].text in _WRAPPERS
+        or (len(words) < len(segment) and words[0].text.startswith("-"))
+    ):
+        words.pop(0)
+    if words and "/" in words[0].text:
+        words[0] = Token(words[0].text.rsplit("/", 1)[1], quoted=words[0].quoted)
+    return words
+
+
 def _loose_match(words: tuple[_PWord, ...], parsed: ParsedCommand, depth: int = 0) -> bool:
     """For deny and ask: any run of the simple commands inside, including hidden ones."""
-    segs = parsed.segments
+    segs = [_bare(seg) for seg in parsed.segments]
     for i in range(len(segs)):
         run: list[Token] = []
         for j in range(i, len(segs)):

@@ -149,6 +149,7 @@ class SandboxRunner:
         if not self.sandboxed:
             kwargs["env"] = self.env()
             return argv, kwargs
+        bwrap = bwrap_path()
         if root:
             write = self.settings.mode != "read-only"
             grant_workspace(self.workspace, uid, write)
@@ -169,8 +170,7 @@ class SandboxRunner:
         )
         kwargs["pass_fds"] = tuple(fds)
         kwargs["env"] = {"PATH": SAFE_PATH}
-        # bwrap is started with a path the dropped uid may not be able to reach: resolve it now.
-        return bwrap_args(plan, argv, bwrap_path()), kwargs
+        return bwrap_args(plan, argv, bwrap), kwargs
 
 
 def _execute(
