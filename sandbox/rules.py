@@ -118,7 +118,7 @@ class CommandSubject:
 
 
 def _literal_word(word: str) -> str:
-    return shlex.quote(word) if re.search(r"[*?\[\]\s'\"\\]", word) else word
+    return shlex.quote(word)  # quoted words in a pattern are literal, globs included
 
 
 @dataclass(slots=True, frozen=True)
