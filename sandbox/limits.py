@@ -1,11 +1,16 @@
-"""Resource limits applied in the child before it starts bubblewrap (inherited by everything)."""
+"""Resource limits and the uid drop, as small exec wrappers in front of the command.
+
+``prlimit`` and ``setpriv`` (util-linux) run before bubblewrap, so everything inside inherits
+the limits. Wrappers rather than a Python ``preexec_fn``: that would be unsafe with the agent's
+tool threads, and would force a full fork of a large Python process on every call.
+"""
 
 from __future__ import annotations
 
 import os
-import resource
-from collections.abc import Callable
+import shutil
 
+from agent.errors import UserError
 from sandbox.settings import ResourceLimits
 
 _MB = 1024 * 1024
@@ -25,27 +30,31 @@ def count_processes(uid: int) -> int:
     return count
 
 
-def rlimits(limits: ResourceLimits, uid: int) -> dict[int, int]:
-    """The limits for one command run as ``uid``: what it may add on top of what is running."""
-    # RLIMIT_NPROC is a per-user count across the machine and is ignored for uid 0.
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise UserError(
+            f"{name} is missing (it is part of util-linux): `apt-get install util-linux`"
+        )
+    return found
+
+
+def prlimit_argv(limits: ResourceLimits, uid: int) -> list[str]:
+    """``prlimit`` with the limits for one command run as ``uid``."""
+    # RLIMIT_NPROC is a per-user count across the machine (and ignored for uid 0): allow what
+    # is already running plus the configured number of new processes.
     nproc = limits.processes + count_processes(uid)
-    return {
-        resource.RLIMIT_CPU: limits.cpu_s,
-        resource.RLIMIT_AS: limits.memory_mb * _MB,
-        resource.RLIMIT_FSIZE: limits.file_size_mb * _MB,
-        resource.RLIMIT_NPROC: nproc,
-        resource.RLIMIT_CORE: 0,
-    }
+    return [
+        _tool("prlimit"),
+        f"--cpu={limits.cpu_s}",
+        f"--as={limits.memory_mb * _MB}",
+        f"--fsize={limits.file_size_mb * _MB}",
+        f"--nproc={nproc}",
+        "--core=0",
+        "--",
+    ]
 
 
-def preexec(values: dict[int, int]) -> Callable[[], None]:
-    """A ``preexec_fn`` that lowers the limits (it only calls setrlimit: safe after fork)."""
-    items = list(values.items())
-
-    def apply() -> None:
-        for which, value in items:
-            _soft, hard = resource.getrlimit(which)
-            cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            resource.setrlimit(which, (cap, cap))
-
-    return apply
+def setpriv_argv(uid: int) -> list[str]:
+    """``setpriv`` dropping root to ``uid`` (and the same gid, no supplementary groups)."""
+    return [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]

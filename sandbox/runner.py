@@ -20,7 +20,7 @@ from typing import Protocol
 
 from agent.errors import ToolError, UserError
 from sandbox.bwrap import SAFE_PATH, MountPlan, bwrap_args, bwrap_path, grant_workspace
-from sandbox.limits import preexec, rlimits
+from sandbox.limits import prlimit_argv, setpriv_argv
 from sandbox.paths import protected_paths
 from sandbox.secrets import is_secret_name
 from sandbox.settings import SandboxSettings
@@ -142,18 +142,16 @@ class SandboxRunner:
     def _command(self, argv: list[str], fds: list[int]) -> tuple[list[str], dict[str, object]]:
         root = os.geteuid() == 0
         uid = self.settings.sandbox_uid if root else os.geteuid()
-        kwargs: dict[str, object] = {
-            "cwd": str(self.workspace),
-            "preexec_fn": preexec(rlimits(self.settings.limits, uid)),
-        }
+        kwargs: dict[str, object] = {"cwd": str(self.workspace)}
         if not self.sandboxed:
             kwargs["env"] = self.env()
-            return argv, kwargs
+            return [*prlimit_argv(self.settings.limits, uid), *argv], kwargs
         bwrap = bwrap_path()
+        prefix = prlimit_argv(self.settings.limits, uid)
         if root:
             write = self.settings.mode != "read-only"
             grant_workspace(self.workspace, uid, write)
-            kwargs.update(user=uid, group=uid, extra_groups=[])
+            prefix = [*setpriv_argv(uid), *prefix]
         fds.append(os.open(self.workspace, os.O_PATH | os.O_DIRECTORY))
         protected = []
         for path in protected_paths(self.workspace):
@@ -170,7 +168,7 @@ class SandboxRunner:
         )
         kwargs["pass_fds"] = tuple(fds)
         kwargs["env"] = {"PATH": SAFE_PATH}
-        return bwrap_args(plan, argv, bwrap), kwargs
+        return [*prefix, *bwrap_args(plan, argv, bwrap)], kwargs
 
 
 def _execute(

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from sbx_support import FAKE_SECRET, Listener, RunFn, gone
 
+from sandbox.limits import count_processes
 from sandbox.runner import CommandResult
 
 
@@ -222,9 +223,13 @@ def test_fork_bomb_is_bounded(run: RunFn) -> None:
         "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
         "    if pid == 0:\n        time.sleep(3)\n        os._exit(0)\n    n += 1\nprint(n)\nEOF"
     )
+    uid = 65534 if os.geteuid() == 0 else os.geteuid()
+    # RLIMIT_NPROC counts the user's processes machine-wide: the runner allows those already
+    # running plus 64, and some of those may end while the bomb runs.
+    already = count_processes(uid)
     result = run(script, timeout=20)
     started = int(result.stdout.strip())
-    assert 0 < started <= 64, started
+    assert 0 < started <= 64 + already, (started, already)
 
 
 def test_classic_fork_bomb_is_killed_and_leaves_nothing(run: RunFn) -> None:
