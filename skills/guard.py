@@ -121,8 +121,10 @@ class GuardedTool:
             self._record(arguments, decision, decided_by, "error", message, began)
             raise ToolError(message) from None
         except Exception as exc:
-            self._record(arguments, decision, decided_by, "error", repr(exc), began)
-            raise
+            # A crash is still an observation for the loop; its text may carry a credential.
+            message = self.redactor.redact(f"{self.name} failed: {type(exc).__name__}: {exc}")
+            self._record(arguments, decision, decided_by, "error", message, began)
+            raise ToolError(message) from exc
         self._record(arguments, decision, decided_by, "ok", "", began)
         return self.redactor.redact(result)
 
