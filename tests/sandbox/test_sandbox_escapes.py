@@ -46,6 +46,8 @@ def _sha(path: Path) -> str:
 
 
 PASSWD_SHA = _sha(Path("/etc/passwd"))
+# What the host process's /proc entry would show if the sandbox could see it.
+HOST_ARGV0 = Path("/proc/self/cmdline").read_bytes().split(b"\0")[0].decode()
 CORE_PATTERN = Path("/proc/sys/kernel/core_pattern").read_text()
 
 
@@ -134,12 +136,16 @@ ATTEMPTS: list[tuple[str, str, Callable[[CommandResult, Arena], None]]] = [
         "cat $MARKER; cat ~/$(basename $MARKER)",
         not_in_output(lambda a: "host home secret"),
     ),
-    ("read-ssh-keys", "ls -la /root/.ssh; cat /root/.ssh/id_rsa ~/.ssh/id_rsa", failed),
+    (
+        "list-host-home-and-ssh",
+        "ls -a /root $HOME ~root; cat /root/.ssh/id_rsa ~/.ssh/id_rsa",
+        not_in_output(lambda a: a.home_marker.name),
+    ),
     ("read-parent-env", "env; cat /proc/self/environ", not_in_output(lambda a: FAKE_SECRET)),
     (
         "read-host-process-env",
-        "cat /proc/$HOSTPID/environ; cat /proc/*/environ",
-        not_in_output(lambda a: FAKE_SECRET),
+        "cat /proc/$HOSTPID/cmdline /proc/$HOSTPID/environ; cat /proc/*/cmdline /proc/*/environ",
+        not_in_output(lambda a: HOST_ARGV0),
     ),
     (
         "kill-host-process",
