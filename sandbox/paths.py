@@ -153,6 +153,10 @@ class PathResolver:
 def protected_paths(workspace: Path, extra: list[Path] | None = None) -> list[Path]:
     """Existing paths inside ``workspace`` the OS sandbox mounts read-only."""
     ws = workspace.resolve()
+    git = ws / ".git"
+    if _plain(git) and git.is_dir() and not os.path.lexists(git / "hooks"):
+        # Otherwise a command could create .git/hooks and plant a hook; git makes it anyway.
+        (git / "hooks").mkdir()
     found: list[Path] = []
     for rel in GIT_PROTECTED:
         found.append(ws / rel)

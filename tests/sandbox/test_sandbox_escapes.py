@@ -223,6 +223,15 @@ def test_escape_attempt_fails(run: RunFn, arena: Arena, script: str, check) -> N
     check(result, arena)
 
 
+def test_a_missing_hooks_folder_cannot_be_planted(run: RunFn, workspace: Path) -> None:
+    hooks = workspace / ".git" / "hooks"
+    for hook in hooks.iterdir():
+        hook.unlink()
+    hooks.rmdir()
+    result = run("mkdir -p .git/hooks; echo 'touch /tmp/x' > .git/hooks/post-commit")
+    assert result.exit_code != 0 and not (hooks / "post-commit").exists()
+
+
 def test_fork_bomb_is_bounded(run: RunFn) -> None:
     script = (
         "python3 - <<'EOF'\nimport os, time\nn = 0\nfor i in range(500):\n"
