@@ -1,0 +1,60 @@
+"""Resource limits and the uid drop, as small exec wrappers in front of the command.
+
+``prlimit`` and ``setpriv`` (util-linux) run before bubblewrap, so everything inside inherits
+the limits. Wrappers rather than a Python ``preexec_fn``: that would be unsafe with the agent's
+tool threads, and would force a full fork of a large Python process on every call.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from agent.errors import UserError
+from sandbox.settings import ResourceLimits
+
+_MB = 1024 * 1024
+
+
+def count_processes(uid: int) -> int:
+    """Processes the host already runs as ``uid`` (RLIMIT_NPROC counts them too)."""
+    count = 0
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit():
+                try:
+                    if entry.stat(follow_symlinks=False).st_uid == uid:
+                        count += 1
+                except OSError:
+                    continue  # the process ended while we looked
+    return count
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise UserError(
+            f"{name} is missing (it is part of util-linux): `apt-get install util-linux`"
+        )
+    return found
+
+
+def prlimit_argv(limits: ResourceLimits, uid: int) -> list[str]:
+    """``prlimit`` with the limits for one command run as ``uid``."""
+    # RLIMIT_NPROC is a per-user count across the machine (and ignored for uid 0): allow what
+    # is already running plus the configured number of new processes.
+    nproc = limits.processes + count_processes(uid)
+    return [
+        _tool("prlimit"),
+        f"--cpu={limits.cpu_s}",
+        f"--as={limits.memory_mb * _MB}",
+        f"--fsize={limits.file_size_mb * _MB}",
+        f"--nproc={nproc}",
+        "--core=0",
+        "--",
+    ]
+
+
+def setpriv_argv(uid: int) -> list[str]:
+    """``setpriv`` dropping root to ``uid`` (and the same gid, no supplementary groups)."""
+    return [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]

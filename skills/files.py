@@ -1,0 +1,175 @@
+"""The ``files`` skill: read, write, edit, list and search files inside the workspace.
+
+Every path goes through :class:`sandbox.paths.PathResolver`: nothing outside the workspace,
+no links out of it, and the always-protected paths are never written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+
+from agent.errors import ToolError
+from agent.tools import Tool, function_tool
+from sandbox.paths import PathResolver
+from sandbox.rules import Effect, PathSubject
+from skills.context import SkillContext
+from skills.guard import with_rule
+
+MAX_READ_CHARS = 100_000
+MAX_LIST = 500
+MAX_MATCHES = 200
+MAX_SEARCH_FILE = 2 * 1024 * 1024
+_SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
+
+PathArg = Annotated[str, Field(description="a path relative to the workspace")]
+
+
+def _read_text(paths: PathResolver, resolved: Path) -> str:
+    fd = paths.open(resolved, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(MAX_SEARCH_FILE * 8)
+    if b"\x00" in data[:8192]:
+        raise ToolError(f"{paths.relative(resolved)!r} is a binary file; it cannot be read as text")
+    return data.decode("utf-8", errors="replace")
+
+
+def _write_text(paths: PathResolver, resolved: Path, content: str) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    fd = paths.open(resolved, flags, 0o666, make_parents=True)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(content)
+
+
+def make_files_tools(context: SkillContext) -> list[Tool]:
+    """The five ``files`` tools for this context."""
+    paths = context.paths
+
+    def files_read(
+        path: PathArg,
+        offset: Annotated[int, Field(ge=1, description="first line to read (1-based)")] = 1,
+        limit: Annotated[int, Field(ge=1, le=10_000, description="lines to read")] = 2000,
+    ) -> str:
+        """Read a text file from the workspace, optionally a range of lines."""
+        resolved = paths.resolve(path)
+        if resolved.is_dir():
+            raise ToolError(f"{path!r} is a folder; use files_list")
+        lines = _read_text(paths, resolved).splitlines(keepends=True)
+        chosen = lines[offset - 1 : offset - 1 + limit]
+        text = "".join(chosen)
+        note = ""
+        if len(text) > MAX_READ_CHARS:
+            text = text[:MAX_READ_CHARS]
+            note = f"\n[cut at {MAX_READ_CHARS} characters; read fewer lines at a time]"
+        end = offset - 1 + len(chosen)
+        if offset > 1 or end < len(lines):
+            note += f"\n[lines {offset}-{end} of {len(lines)}; use offset to read more]"
+        return text + note if text or note else "(empty file)"
+
+    def files_write(
+        path: PathArg, content: Annotated[str, Field(description="the whole file")]
+    ) -> str:
+        """Create or overwrite a file in the workspace with the given content."""
+        resolved = paths.resolve(path, for_write=True)
+        if resolved.is_dir():
+            raise ToolError(f"{path!r} is a folder")
+        _write_text(paths, resolved, content)
+        return f"wrote {len(content.encode('utf-8'))} bytes to {paths.relative(resolved)}"
+
+    def files_edit(
+        path: PathArg,
+        old_text: Annotated[str, Field(description="text that occurs exactly once in the file")],
+        new_text: Annotated[str, Field(description="the replacement")],
+    ) -> str:
+        """Replace one exact, unique occurrence of old_text with new_text in a file."""
+        resolved = paths.resolve(path, for_write=True)
+        if not old_text:
+            raise ToolError("old_text is empty; give the exact text to replace")
+        text = _read_text(paths, resolved)
+        count = text.count(old_text)
+        if count != 1:
+            hint = (
+                "was not found; read the file and copy the text exactly"
+                if count == 0
+                else f"occurs {count} times; include more surrounding lines so it is unique"
+            )
+            raise ToolError(f"old_text {hint} ({paths.relative(resolved)})")
+        _write_text(paths, resolved, text.replace(old_text, new_text, 1))
+        return f"edited {paths.relative(resolved)}: replaced 1 occurrence"
+
+    def files_list(
+        path: Annotated[str, Field(description="a folder relative to the workspace")] = ".",
+        recursive: Annotated[bool, Field(description="include subfolders")] = False,
+    ) -> str:
+        """List the files and folders under a folder of the workspace (folders end with /)."""
+        root = paths.resolve(path)
+        if not root.is_dir():
+            raise ToolError(f"{path!r} is not a folder")
+        entries = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+            base = Path(dirpath)
+            entries += [paths.relative(base / d) + "/" for d in dirnames]
+            entries += [paths.relative(base / f) for f in sorted(filenames)]
+            if not recursive or len(entries) > MAX_LIST:
+                break
+        entries.sort()
+        shown = entries[:MAX_LIST]
+        more = f"\n[{len(entries) - MAX_LIST} more not shown]" if len(entries) > MAX_LIST else ""
+        return "\n".join(shown) + more if shown else "(empty folder)"
+
+    def files_search(
+        pattern: Annotated[str, Field(description="a Python regular expression")],
+        path: Annotated[str, Field(description="folder or file to search")] = ".",
+        glob: Annotated[
+            str | None, Field(description="only file names matching, e.g. *.py")
+        ] = None,
+    ) -> str:
+        """Search text files in the workspace for a regular expression; returns path:line: text."""
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ToolError(f"invalid regular expression: {exc}") from exc
+        root = paths.resolve(path)
+        matches: list[str] = []
+        for file in _files_under(root, glob):
+            try:
+                if file.is_symlink() or file.stat().st_size > MAX_SEARCH_FILE:
+                    continue
+                text = _read_text(paths, file)
+            except (ToolError, OSError):
+                continue  # binary, vanished or unreadable files are skipped
+            for number, line in enumerate(text.splitlines(), 1):
+                if regex.search(line):
+                    matches.append(f"{paths.relative(file)}:{number}: {line[:300]}")
+                    if len(matches) >= MAX_MATCHES:
+                        return "\n".join(matches) + f"\n[stopped at {MAX_MATCHES} matches]"
+        return "\n".join(matches) if matches else "no matches"
+
+    def target(fn: Callable[..., str], rule: str, effect: Effect) -> Tool:
+        return with_rule(function_tool(fn), rule, effect, PathSubject("path"))
+
+    return [
+        target(files_read, "files.read", "read"),
+        target(files_write, "files.write", "write"),
+        target(files_edit, "files.edit", "write"),
+        target(files_list, "files.list", "read"),
+        target(files_search, "files.search", "read"),
+    ]
+
+
+def _files_under(root: Path, glob: str | None) -> list[Path]:
+    if root.is_file():
+        return [root]
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for name in sorted(filenames):
+            if glob is None or Path(name).match(glob):
+                found.append(Path(dirpath) / name)
+    return found
