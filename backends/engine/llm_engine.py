@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -109,6 +109,7 @@ class LLMEngine:
             float
         ] = []  # per step: token slots holding tokens / slots in held blocks
         self.num_steps = 0
+        self.num_preemptions = 0
         self._requests: dict[int, _Request] = {}
         self._finished: list[RequestOutput] = []  # aborted requests, reported by the next step
         self._ids = itertools.count()
@@ -170,6 +171,7 @@ class LLMEngine:
         with self._lock:
             outputs, self._finished = self._finished, []
             plan = self.scheduler.schedule()
+            self.num_preemptions += len(plan.preempted)
             for seq in plan.preempted:
                 self._replay_constraint(seq)
             if not plan:
@@ -270,7 +272,7 @@ class LLMEngine:
 
     def submit(
         self, prompt_ids: list[int], params: SamplingParams, constraint: object | None = None
-    ) -> Iterator[GenerationDelta | GenerationResult]:
+    ) -> Generator[GenerationDelta | GenerationResult, None, None]:
         """Queue a request and stream it: deltas, then one :class:`GenerationResult`. Thread-safe.
 
         Closing the iterator early aborts the request.
@@ -294,7 +296,7 @@ class LLMEngine:
         self,
         request_id: int,
         stream: queue.SimpleQueue[GenerationDelta | GenerationResult | BaseException],
-    ) -> Iterator[GenerationDelta | GenerationResult]:
+    ) -> Generator[GenerationDelta | GenerationResult, None, None]:
         done = False
         try:
             while not done:

@@ -51,6 +51,7 @@ class Scheduler:
         self.long_prefill_token_threshold = long_prefill_token_threshold
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
+        self._preempted: list[Sequence] = []  # reported by the next schedule()
 
     def add(self, seq: Sequence) -> None:
         """Queue a new sequence; it is admitted at the next step that has room for it."""
@@ -66,7 +67,8 @@ class Scheduler:
 
     def schedule(self) -> SchedulerOutput:
         """Plan one step: running sequences first (preempting if needed), then waiting ones."""
-        out = SchedulerOutput()
+        out = SchedulerOutput(preempted=self._preempted)
+        self._preempted = []
         budget = self.max_num_batched_tokens
         index = 0
         while index < len(self.running) and budget > 0:
@@ -75,7 +77,6 @@ class Scheduler:
             while not self.block_manager.allocate_slots(seq, num_new):
                 victim = self.running.pop()  # the most recently admitted
                 self._preempt(victim)
-                out.preempted.append(victim)
                 if victim is seq:
                     break
             else:
@@ -83,8 +84,10 @@ class Scheduler:
                 budget -= num_new
                 index += 1
         # After a preemption the pool is full: admitting now would only preempt again.
-        if not out.preempted:
+        if not self._preempted:
             self._admit(out, budget)
+        out.preempted += self._preempted
+        self._preempted = []
         return out
 
     def _admit(self, out: SchedulerOutput, budget: int) -> None:
@@ -153,6 +156,7 @@ class Scheduler:
         seq.num_preemptions += 1
         seq.status = SequenceStatus.WAITING
         self.waiting.appendleft(seq)
+        self._preempted.append(seq)
 
     def check_invariants(self) -> None:
         """Raise ``RuntimeError`` if block accounting or queue state is inconsistent."""
