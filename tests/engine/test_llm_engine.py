@@ -258,3 +258,32 @@ def test_stop_matcher_holds_back_possible_prefixes() -> None:
     assert other.feed("xE") == ("x", False)
     assert other.feed("x") == ("Ex", False)
     assert other.flush() == ""
+
+
+@pytest.mark.slow
+def test_real_model_greedy_tokens_do_not_depend_on_batching_preemption_or_cache() -> None:
+    pytest.importorskip("torch")
+    model_runner = pytest.importorskip("backends.engine.model_runner")
+    from backends.default_model import default_model_path
+
+    try:
+        path = default_model_path()
+    except UserError:
+        pytest.skip("the bundled model is not installed")
+    rng = random.Random(0)
+    prompts = [[rng.randrange(100, 32000) for _ in range(rng.randint(20, 64))] for _ in range(12)]
+    params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+    per_token = 2 * 30 * 3 * 64 * 4  # float32 KV of the bundled model
+    runner = model_runner.ModelRunner(path, kv_cache_bytes=20 * 16 * per_token)
+    try:
+        single = LLMEngine(runner)
+        alone = [single.generate([p], params)[0].token_ids for p in prompts[:3]]
+        warm = single.generate(prompts[:3], params)  # together now, and from the prefix cache
+        assert all(r.cached_tokens >= 16 for r in warm)  # every prompt is over 16 tokens long
+        engine = LLMEngine(runner)  # 20 blocks of 16 for 12 sequences: preemption is certain
+        batched = [r.token_ids for r in engine.generate(prompts, params)]
+        assert engine.num_preemptions > 0
+    finally:
+        runner.close()
+    assert batched[:3] == alone
+    assert [r.token_ids for r in warm] == alone
