@@ -66,23 +66,30 @@ class Scheduler:
         return [*self.running, *self.waiting]
 
     def schedule(self) -> SchedulerOutput:
-        """Plan one step: running sequences first (preempting if needed), then waiting ones."""
+        """Plan one step: running decodes, then running prefills, then waiting sequences."""
         out = SchedulerOutput(preempted=self._preempted)
         self._preempted = []
         budget = self.max_num_batched_tokens
-        index = 0
-        while index < len(self.running) and budget > 0:
-            seq = self.running[index]
+        planned: dict[int, int] = {}  # seq_id -> new tokens, for sequences scheduled so far
+        # Decodes first (one token each), then unfinished prefills; each group in admission order.
+        for seq in sorted(self.running, key=lambda s: s.num_uncomputed_tokens > 1):
+            if budget <= 0:
+                break
+            if seq.status is not SequenceStatus.RUNNING:  # preempted earlier in this loop
+                continue
             num_new = self._chunk(seq.num_uncomputed_tokens, budget)
             while not self.block_manager.allocate_slots(seq, num_new):
                 victim = self.running.pop()  # the most recently admitted
+                if victim.seq_id in planned:  # scheduled already: give back its tokens
+                    budget += planned.pop(victim.seq_id)
                 self._preempt(victim)
                 if victim is seq:
                     break
             else:
-                out.scheduled.append((seq, num_new))
+                planned[seq.seq_id] = num_new
                 budget -= num_new
-                index += 1
+        out.scheduled = [(s, planned[s.seq_id]) for s in self.running if s.seq_id in planned]
+        out.scheduled.sort(key=lambda item: item[0].num_uncomputed_tokens > 1)
         # After a preemption the pool is full: admitting now would only preempt again.
         if not self._preempted:
             self._admit(out, budget)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import time
 from array import array
 
 from backends.engine.batch import StepBatch
@@ -62,8 +63,11 @@ def reference_generate(prompt: list[int], params: SamplingParams, eos_every: int
 class FakeRunner:
     """Implements ``ModelRunner.execute`` over a dict-backed paged cache."""
 
-    def __init__(self, num_blocks: int = 64, block_size: int = 4, eos_every: int = 0) -> None:
+    def __init__(
+        self, num_blocks: int = 64, block_size: int = 4, eos_every: int = 0, delay: float = 0.0
+    ) -> None:
         self.num_blocks = num_blocks
+        self.delay = delay  # seconds per step, as a forward pass takes: lets threads overlap
         self.block_size = block_size
         self.eos_every = eos_every
         self.tokenizer = FakeTokenizer()
@@ -73,6 +77,8 @@ class FakeRunner:
 
     def execute(self, batch: StepBatch) -> list[int]:
         self.batches.append(batch)
+        if self.delay:
+            time.sleep(self.delay)
         self.tokens_computed += len(batch.input_ids)
         limit = self.num_blocks * self.block_size
         for slot, token, position in zip(

@@ -67,7 +67,7 @@ class FiveTokens:
 
 @pytest.fixture
 def decoder() -> EngineDecoder:
-    runner = FakeRunner(num_blocks=256, block_size=4)
+    runner = FakeRunner(num_blocks=256, block_size=4, delay=0.002)
     return EngineDecoder(LLMEngine(runner), FakeTokenizer(), RecordingFactory())
 
 
@@ -104,8 +104,10 @@ def test_concurrent_conversations_share_the_engine(decoder: EngineDecoder) -> No
     pytest.importorskip("backends.chat_template", reason="backends.base needs the chat template")
     prompts = [f"conversation {i} " * (i + 1) for i in range(8)]
     texts: dict[int, str] = {}
+    start = threading.Barrier(len(prompts))
 
     def chat(i: int) -> None:
+        start.wait()
         pieces = decoder.decode(prompts[i], request(max_tokens=20), [], None)
         texts[i] = "".join(p for p in pieces if isinstance(p, str))
 

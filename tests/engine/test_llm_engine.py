@@ -178,7 +178,7 @@ def test_sequence_hitting_the_cache_capacity_ends_with_length() -> None:
 
 
 def test_threads_share_forward_passes_and_get_exact_tokens() -> None:
-    runner = FakeRunner(num_blocks=512, block_size=4)
+    runner = FakeRunner(num_blocks=512, block_size=4, delay=0.002)
     engine = LLMEngine(runner)
     prompts = mixed_prompts(16, seed=3)
     results: dict[int, list[int]] = {}
