@@ -113,3 +113,28 @@ def test_abort_frees_blocks_at_once() -> None:
     assert s.finish_reason == "abort" and sched.block_manager.num_free_blocks == 8
     assert not sched.has_unfinished()
     sched.check_invariants()
+
+
+def test_running_decodes_go_before_an_older_running_prefill() -> None:
+    sched = make(max_num_batched_tokens=8, long_prefill_token_threshold=4)
+    a, b = seq(0, 20), seq(1, 2, 100)
+    sched.add(a)
+    sched.add(b)
+    out = sched.schedule()
+    assert [(s.seq_id, n) for s, n in out.scheduled] == [(0, 4), (1, 2)]
+    finish_step(sched, out)
+    out = sched.schedule()
+    assert [(s.seq_id, n) for s, n in out.scheduled] == [(1, 1), (0, 4)]
+
+
+def test_preempting_an_already_scheduled_decode_gives_back_its_budget() -> None:
+    sched = make(num_blocks=4, block_size=2, long_prefill_token_threshold=2)
+    a, b = seq(0, 6), seq(1, 1, 100)
+    sched.add(a)
+    sched.add(b)
+    for _ in range(2):
+        finish_step(sched, sched.schedule())
+    assert sched.block_manager.num_free_blocks == 1 and b.num_tokens == 3
+    out = sched.schedule()  # b's decode takes the last block; a's next chunk then preempts b
+    assert out.preempted == [b] and [(s.seq_id, n) for s, n in out.scheduled] == [(0, 2)]
+    finish_step(sched, out)
