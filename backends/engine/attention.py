@@ -64,6 +64,23 @@ def paged_attention_reference(
     return out
 
 
+# Decode rows are split into at most this many groups of similar context length, each padded only
+# to its own longest context: less to gather and attend over when lengths differ widely.
+MAX_DECODE_GROUPS = 4
+_MIN_GROUP = 8
+
+
+@dataclass(slots=True)
+class _DecodeGroup:
+    """Single-token sequences attended together: gathered blocks, masked past each context."""
+
+    rows: torch.Tensor | None  # token indices in the step; None when the group is every token
+    blocks: torch.Tensor  # [seqs * width] block ids, each row padded to the group's width
+    mask: torch.Tensor  # [seqs, 1, 1, width * block_size] additive (0 or -inf)
+    k_buffer: torch.Tensor | None = None  # gather targets, allocated once per step
+    v_buffer: torch.Tensor | None = None
+
+
 @dataclass(slots=True)
 class _Prefill:
     """One sequence whose step carries more than one new token (a prompt chunk)."""
@@ -71,32 +88,24 @@ class _Prefill:
     start: int
     end: int
     context: int
-    blocks: (
-        torch.Tensor | None
-    )  # block ids covering the context; None when nothing was cached before
-    mask: torch.Tensor | None  # [new, context] bool; None when plain causal (no cached prefix)
+    blocks: torch.Tensor | None  # block ids of the context; None if nothing was cached before
+    mask: torch.Tensor | None  # [new, context] bool; None when plainly causal (no cached prefix)
 
 
 @dataclass(slots=True)
 class CpuAttentionPlan:
     """How one step's tokens attend, worked out once per step and shared by every layer.
 
-    Single-token (decode) sequences are batched: their blocks are gathered for all of them at once
-    into buffers reused by every layer, masked past each context length, and fed to one SDPA call.
-    Prompt chunks run one SDPA call each, causal over fresh K/V when nothing was cached before.
+    Single-token (decode) sequences are batched by groups of similar length: their blocks are
+    gathered into buffers reused by every layer, masked past each context length, and fed to one
+    SDPA call per group with the query heads of each KV head laid out as its query rows (so K/V
+    are read once per KV head). Prompt chunks run one SDPA call each, causal over the fresh K/V
+    when nothing was cached before.
     """
 
-    num_tokens: int
     scale: float
-    decode_rows: torch.Tensor | None = (
-        None  # token indices of decode rows; None when there are none
-    )
-    decode_all: bool = False  # every token is a decode row (the common case: no index shuffles)
-    decode_blocks: torch.Tensor | None = None  # [decodes * max_blocks] block ids
-    decode_mask: torch.Tensor | None = None  # [decodes, 1, 1, max_blocks * block_size] additive
+    decode_groups: list[_DecodeGroup] = field(default_factory=list)
     prefills: list[_Prefill] = field(default_factory=list)
-    _k_buffer: torch.Tensor | None = None
-    _v_buffer: torch.Tensor | None = None
 
     def __call__(
         self,
@@ -107,40 +116,39 @@ class CpuAttentionPlan:
         v_cache: torch.Tensor,
     ) -> torch.Tensor:
         """Attention for one layer; the caller has already stored k/v in the cache."""
-        if self.decode_all:
-            return self._decode(q, k_cache, v_cache)
+        if len(self.decode_groups) == 1 and self.decode_groups[0].rows is None:
+            return self._decode(self.decode_groups[0], q, k_cache, v_cache)
         out = torch.empty_like(q)
-        if self.decode_rows is not None:
-            out.index_copy_(
-                0,
-                self.decode_rows,
-                self._decode(q.index_select(0, self.decode_rows), k_cache, v_cache),
-            )
+        for group in self.decode_groups:
+            if group.rows is None:
+                out.copy_(self._decode(group, q, k_cache, v_cache))
+            else:
+                rows = q.index_select(0, group.rows)
+                out.index_copy_(0, group.rows, self._decode(group, rows, k_cache, v_cache))
         for span in self.prefills:
             out[span.start : span.end] = self._prefill(span, q, k, v, k_cache, v_cache)
         return out
 
     def _decode(
-        self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+        self, group: _DecodeGroup, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     ) -> torch.Tensor:
-        assert (
-            self.decode_blocks is not None and self.decode_mask is not None
-        )  # set with decode rows
-        rows = q.shape[0]
-        block_size, kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
-        if self._k_buffer is None or self._v_buffer is None:
-            # Allocated once per step: fresh large tensors every layer would cost page faults.
-            shape = (self.decode_blocks.numel(), block_size, kv_heads, head_dim)
-            self._k_buffer = torch.empty(shape, dtype=k_cache.dtype, device=k_cache.device)
-            self._v_buffer = torch.empty(shape, dtype=v_cache.dtype, device=v_cache.device)
-        torch.index_select(k_cache, 0, self.decode_blocks, out=self._k_buffer)
-        torch.index_select(v_cache, 0, self.decode_blocks, out=self._v_buffer)
-        k = self._k_buffer.view(rows, -1, kv_heads, head_dim).transpose(1, 2)
-        v = self._v_buffer.view(rows, -1, kv_heads, head_dim).transpose(1, 2)
+        seqs, heads, head_dim = q.shape
+        kv_heads = k_cache.shape[2]
+        if group.k_buffer is None or group.v_buffer is None:
+            # Once per step, not per layer: fresh large tensors would cost page faults each time.
+            shape = (group.blocks.numel(), *k_cache.shape[1:])
+            group.k_buffer = torch.empty(shape, dtype=k_cache.dtype, device=k_cache.device)
+            group.v_buffer = torch.empty(shape, dtype=v_cache.dtype, device=v_cache.device)
+        torch.index_select(k_cache, 0, group.blocks, out=group.k_buffer)
+        torch.index_select(v_cache, 0, group.blocks, out=group.v_buffer)
+        keys = group.k_buffer.view(seqs, -1, kv_heads, head_dim).transpose(1, 2)
+        values = group.v_buffer.view(seqs, -1, kv_heads, head_dim).transpose(1, 2)
+        # [seqs, kv_heads, heads per kv head, dim]: GQA as plain attention with several query rows.
+        grouped = q.view(seqs, kv_heads, heads // kv_heads, head_dim)
         out = F.scaled_dot_product_attention(
-            q.unsqueeze(2), k, v, attn_mask=self.decode_mask, scale=self.scale, enable_gqa=True
+            grouped, keys, values, attn_mask=group.mask, scale=self.scale
         )
-        return out.squeeze(2)
+        return out.reshape(seqs, heads, head_dim)
 
     def _prefill(
         self,
@@ -155,10 +163,9 @@ class CpuAttentionPlan:
         if span.blocks is None:
             keys, values = k[span.start : span.end], v[span.start : span.end]
         else:
-            keys = k_cache.index_select(0, span.blocks).view(-1, kv_heads, head_dim)[: span.context]
-            values = v_cache.index_select(0, span.blocks).view(-1, kv_heads, head_dim)[
-                : span.context
-            ]
+            keys = k_cache.index_select(0, span.blocks).view(-1, kv_heads, head_dim)
+            values = v_cache.index_select(0, span.blocks).view(-1, kv_heads, head_dim)
+            keys, values = keys[: span.context], values[: span.context]
         result = F.scaled_dot_product_attention(
             q[span.start : span.end].transpose(0, 1).unsqueeze(0),
             keys.transpose(0, 1).unsqueeze(0),
@@ -180,25 +187,29 @@ def plan_cpu_attention(
     device: torch.device | str = "cpu",
     mask_dtype: torch.dtype = torch.float32,
 ) -> CpuAttentionPlan:
-    """Group a step's sequences into one batched decode call plus one call per prompt chunk."""
-    decode_seqs = [i for i, n in enumerate(query_lens) if n == 1]
-    plan = CpuAttentionPlan(num_tokens=sum(query_lens), scale=scale)
+    """Group a step's sequences into batched decode calls plus one call per prompt chunk."""
+    plan = CpuAttentionPlan(scale=scale)
     starts = [0]
     for n in query_lens:
         starts.append(starts[-1] + n)
-    if decode_seqs:
-        plan.decode_all = len(decode_seqs) == len(query_lens)
-        if not plan.decode_all:
-            plan.decode_rows = torch.tensor([starts[i] for i in decode_seqs], device=device)
-        width = max(-(-context_lens[i] // block_size) for i in decode_seqs)
-        ids = [(block_tables[i][:width] + [0] * width)[:width] for i in decode_seqs]
-        plan.decode_blocks = torch.tensor(ids, dtype=torch.long, device=device).view(-1)
-        contexts = torch.tensor([context_lens[i] for i in decode_seqs], device=device)
+    decodes = [i for i, n in enumerate(query_lens) if n == 1]
+    every_token = len(decodes) == len(query_lens)
+    for members in _split(decodes, context_lens):
+        width = max(-(-context_lens[i] // block_size) for i in members)
+        ids = [(block_tables[i][:width] + [0] * width)[:width] for i in members]
+        contexts = torch.tensor([context_lens[i] for i in members], device=device)
         beyond = torch.arange(width * block_size, device=device)[None, :] >= contexts[:, None]
-        plan.decode_mask = (
-            torch.zeros(beyond.shape, dtype=mask_dtype, device=device)
-            .masked_fill_(beyond, float("-inf"))
-            .view(len(decode_seqs), 1, 1, -1)
+        mask = torch.zeros(beyond.shape, dtype=mask_dtype, device=device)
+        mask.masked_fill_(beyond, float("-inf"))
+        rows = None
+        if not (every_token and len(members) == len(decodes)):
+            rows = torch.tensor([starts[i] for i in members], device=device)
+        plan.decode_groups.append(
+            _DecodeGroup(
+                rows,
+                torch.tensor(ids, dtype=torch.long, device=device).view(-1),
+                mask.view(len(members), 1, 1, -1),
+            )
         )
     for i, new in enumerate(query_lens):
         if new <= 1:
@@ -213,3 +224,13 @@ def plan_cpu_attention(
             )
         plan.prefills.append(span)
     return plan
+
+
+def _split(decodes: list[int], context_lens: list[int]) -> list[list[int]]:
+    """Cut the decode sequences, by context length, into up to MAX_DECODE_GROUPS groups."""
+    count = min(MAX_DECODE_GROUPS, len(decodes) // _MIN_GROUP)
+    if count <= 1:
+        return [decodes] if decodes else []
+    ordered = sorted(decodes, key=lambda i: context_lens[i])
+    size = -(-len(ordered) // count)
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
