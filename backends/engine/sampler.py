@@ -102,6 +102,21 @@ def unpack_bitmask(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:
     """Expand xgrammar's packed int32 bitmask [n, words] to bool [n, vocab], True = allowed."""
     import torch
 
+    if bitmask.device.type == "cpu":
+        import numpy as np
+
+        # One pass in numpy instead of four elementwise torch ops: bit t % 32 of little-endian
+        # word t // 32 is bit t % 8 of byte t // 8.
+        raw = bitmask.numpy().astype("<i4", copy=False).view(np.uint8)
+        bits = np.unpackbits(raw, axis=-1, count=vocab, bitorder="little")
+        return torch.from_numpy(bits.view(np.bool_))
+    return _unpack_bitmask_torch(bitmask, vocab)
+
+
+def _unpack_bitmask_torch(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:
+    """The device-side unpacking (shift and mask), used for GPU tensors."""
+    import torch
+
     shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
     bits = (bitmask.to(torch.int32).unsqueeze(-1) >> shifts) & 1
     return bits.reshape(bitmask.shape[0], -1)[:, :vocab].bool()

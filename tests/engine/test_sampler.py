@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from backends.engine.sampler import sample, seed_for_step, unpack_bitmask
+from backends.engine.sampler import _unpack_bitmask_torch, sample, seed_for_step, unpack_bitmask
 
 
 @dataclass(slots=True)
@@ -129,6 +129,7 @@ def test_unpack_bitmask_matches_xgrammar_layout() -> None:
     allowed = torch.rand(3, vocab, generator=torch.Generator().manual_seed(6)) < 0.5
     bitmask = pack(allowed)
     assert torch.equal(unpack_bitmask(bitmask, vocab), allowed)
+    assert torch.equal(_unpack_bitmask_torch(bitmask, vocab), allowed)  # the GPU path
     logits = torch.zeros(3, vocab)
     xgr.apply_token_bitmask_inplace(logits, bitmask)
     assert torch.equal(logits == 0, allowed)
