@@ -75,8 +75,9 @@ def _kernel() -> Any:
 
             # Sequence s owns tiles from query_start[s] // BLOCK_Q + s on: find the last s
             # whose first tile is at or before ours.
-            lo = 0
-            hi = num_seqs
+            # Scalars as int32 tensors, not Python ints: they are loop-carried below.
+            lo = tl.full([], 0, tl.int32)
+            hi = tl.full([], 0, tl.int32) + num_seqs
             while lo < hi:
                 mid = (lo + hi) // 2
                 first_tile = tl.load(query_start_ptr + mid) // BLOCK_Q + mid
@@ -161,7 +162,8 @@ def _kernel() -> Any:
                 mask=row_ok[:, None] & dim_ok[None, :],
             )
 
-        _KERNELS[interpret] = triton.jit(paged_attention_kernel)
+        # The sequence count changes every step: one compiled kernel for all its values.
+        _KERNELS[interpret] = triton.jit(paged_attention_kernel, do_not_specialize=["num_seqs"])
     return _KERNELS[interpret]
 
 
@@ -182,7 +184,6 @@ def paged_attention(
     Returns [tokens, heads, head_dim] in q's dtype.
     """
     import torch
-    import triton
 
     check_device(q, k_cache, v_cache, block_tables, query_start_loc, context_lens)
     num_tokens, num_heads, head_dim = q.shape
@@ -198,13 +199,8 @@ def paged_attention(
     if num_tokens == 0 or num_seqs == 0:
         return out
 
-    queries_per_kv = num_heads // kv_heads
-    qpk_pad = triton.next_power_of_2(queries_per_kv)
-    # Every scheduled sequence brings at least one new token, so tokens == seqs means a batch of
-    # decodes: small tiles then; bigger ones amortise the key loads over prefill rows.
-    block_m = max(16 if num_tokens == num_seqs else 64, qpk_pad)
-    block_q = block_m // qpk_pad
-    grid = (num_tokens // block_q + num_seqs, kv_heads)
+    meta = launch_meta(num_tokens, num_seqs, num_heads, kv_heads, head_dim, block_size)
+    grid = (num_tokens // meta["BLOCK_Q"] + num_seqs, kv_heads)
     _kernel()[grid](
         q,
         k_cache,
@@ -226,16 +222,32 @@ def paged_attention(
         v_cache.stride(1),
         v_cache.stride(2),
         block_tables.stride(0),
-        HEAD_DIM=head_dim,
-        HEAD_DIM_PAD=max(16, triton.next_power_of_2(head_dim)),
-        QUERIES_PER_KV=queries_per_kv,
-        QPK_PAD=qpk_pad,
-        BLOCK_Q=block_q,
-        BLOCK_M=block_m,
-        BLOCK_SIZE=block_size,
-        TILE=_TILE,
+        **meta,
     )
     return out
+
+
+def launch_meta(
+    num_tokens: int, num_seqs: int, num_heads: int, kv_heads: int, head_dim: int, block_size: int
+) -> dict[str, int]:
+    """The kernel's compile-time constants for a batch of this shape."""
+    import triton
+
+    queries_per_kv = num_heads // kv_heads
+    qpk_pad = triton.next_power_of_2(queries_per_kv)
+    # Every scheduled sequence brings at least one new token, so tokens == seqs means a batch of
+    # decodes: small tiles then; bigger ones amortise the key loads over prefill rows.
+    block_m = max(16 if num_tokens == num_seqs else 64, qpk_pad)
+    return {
+        "HEAD_DIM": head_dim,
+        "HEAD_DIM_PAD": max(16, triton.next_power_of_2(head_dim)),
+        "QUERIES_PER_KV": queries_per_kv,
+        "QPK_PAD": qpk_pad,
+        "BLOCK_Q": block_m // qpk_pad,
+        "BLOCK_M": block_m,
+        "BLOCK_SIZE": block_size,
+        "TILE": _TILE,
+    }
 
 
 def _check_shapes(
