@@ -3,7 +3,9 @@
 The grammar: free text (the model may answer in plain words); once the text ``<tool_call>``
 appears, what follows must be ``{"name": "<one of the tools>", "arguments": <JSON valid for that
 tool's parameters schema>}`` and then ``</tool_call>``, after which free text (and further calls)
-may follow. That is the ChatML-with-tools format ``backends/parsing.py`` reads back.
+may follow. A newline may stand after ``<tool_call>`` and before ``</tool_call>``, as the
+ChatML-with-tools template writes them; ``backends/parsing.py`` reads either form back. Objects
+get no properties beyond those their schema declares (xgrammar's strict mode).
 
 Why xgrammar: it is actively maintained (it is the default structured-output backend of vLLM and
 SGLang), it speaks token bitmasks in exactly the packed int32 layout the sampler applies, its
@@ -143,15 +145,16 @@ def tool_call_structural_tag(specs: list[dict[str, Any]], required: bool = False
     tags = [
         {
             "type": "tag",
-            "begin": f'{TRIGGER}{{"name": {json.dumps(spec["name"])}, "arguments": ',
+            "begin": f'{TRIGGER}{newline}{{"name": {json.dumps(spec["name"])}, "arguments": ',
             "content": {
                 "type": "json_schema",
                 "json_schema": spec["parameters"],
                 "max_whitespace_cnt": _MAX_WHITESPACE,
             },
-            "end": f"}}{END}",
+            "end": [f"}}\n{END}", f"}}{END}"],
         }
         for spec in specs
+        for newline in ("\n", "")
     ]
     fmt = {"type": "triggered_tags", "triggers": [TRIGGER], "tags": tags, "at_least_one": required}
     return json.dumps({"type": "structural_tag", "format": fmt})

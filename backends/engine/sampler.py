@@ -62,6 +62,8 @@ def sample(
         return torch.empty(0, dtype=torch.int64, device=logits.device)
     x = logits.float()
     if bitmask is not None:
+        # Grammar matchers fill the bitmask on the CPU; ship it over before unpacking.
+        bitmask = bitmask.to(x.device, non_blocking=True)
         x = x.masked_fill(~unpack_bitmask(bitmask, vocab), float("-inf"))
 
     greedy = [p.temperature <= _GREEDY_EPS for p in params]

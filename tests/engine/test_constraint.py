@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -108,13 +109,10 @@ def factory(tokenizer: GgufTokenizer) -> ConstraintFactory:
 
 
 @pytest.fixture(scope="module")
-def closers(tokenizer: GgufTokenizer) -> torch.Tensor:
+def closers(tokenizer: GgufTokenizer) -> np.ndarray:
     """Tokens made only of JSON closing punctuation: the random walk favours them to finish."""
-    mask = torch.zeros(VOCAB, dtype=torch.bool)
-    for idx in range(VOCAB):
-        text = tokenizer.decode([idx])
-        mask[idx] = bool(text) and set(text) <= set('"}],')
-    return mask
+    texts = [tokenizer.decode([idx]) for idx in range(VOCAB)]
+    return np.array([bool(t) and set(t) <= set('"}],') for t in texts])
 
 
 def allowed(constraint: TokenConstraint) -> torch.Tensor:
@@ -131,17 +129,18 @@ def accept_text(constraint: TokenConstraint, tokenizer: GgufTokenizer, text: str
     return ids
 
 
-def random_allowed(constraint: TokenConstraint, rng: random.Random, prefer: torch.Tensor) -> int:
+def random_allowed(constraint: TokenConstraint, rng: random.Random, prefer: np.ndarray) -> int:
     """Uniform among allowed tokens; half the time only among allowed closing tokens (if any)."""
-    mask = allowed(constraint)
-    if rng.random() < 0.5 and bool((mask & prefer).any()):
+    # numpy, not torch: tiny torch ops pay a thread-pool handoff each, which dominates here.
+    mask = allowed(constraint).numpy()
+    if rng.random() < 0.5 and (mask & prefer).any():
         mask = mask & prefer
-    choices = mask.nonzero().flatten()
+    choices = np.flatnonzero(mask)
     return int(choices[rng.randrange(len(choices))])
 
 
 def test_random_walks_produce_valid_tool_calls(
-    factory: ConstraintFactory, tokenizer: GgufTokenizer, closers: torch.Tensor
+    factory: ConstraintFactory, tokenizer: GgufTokenizer, closers: np.ndarray
 ) -> None:
     rng = random.Random(0)
     names_seen: set[str] = set()
@@ -153,7 +152,7 @@ def test_random_walks_produce_valid_tool_calls(
         for call_index in range(1 + episode % 2):
             # Some free text, uniformly random, then the trigger.
             for _ in range(rng.randrange(4)):
-                token = random_allowed(constraint, rng, torch.zeros(VOCAB, dtype=torch.bool))
+                token = random_allowed(constraint, rng, np.zeros(VOCAB, dtype=bool))
                 assert constraint.accept(token)
                 ids.append(token)
             ids += accept_text(constraint, tokenizer, " <tool_call>")
@@ -236,6 +235,25 @@ def test_termination_and_reset(factory: ConstraintFactory, tokenizer: GgufTokeni
     # After a reset the same tokens are accepted again (a preempted sequence is replayed).
     assert accept_text(constraint, tokenizer, text) == ids
     assert torch.equal(allowed(constraint), before_stop)
+
+
+def test_the_templates_newlines_and_the_compact_form_are_both_calls(
+    factory: ConstraintFactory, tokenizer: GgufTokenizer
+) -> None:
+    args = '{"command": "ls", "flags": ["-l"]}'
+    for text in (
+        f'<tool_call>\n{{"name": "run_shell", "arguments": {args}}}\n</tool_call>',
+        f'<tool_call>{{"name": "run_shell", "arguments": {args}}}</tool_call>',
+    ):
+        constraint = factory.for_tools(TOOLS)
+        assert constraint is not None
+        accept_text(constraint, tokenizer, text)
+        assert constraint.accept(tokenizer.eos_token_ids[0])
+    # Keys the schema does not declare are not allowed.
+    constraint = factory.for_tools(TOOLS)
+    assert constraint is not None
+    accept_text(constraint, tokenizer, '<tool_call>{"name": "list_dir", "arguments": {')
+    assert not allowed(constraint)[tokenizer.encode('"')[0]]
 
 
 def test_required_starts_with_a_call(factory: ConstraintFactory, tokenizer: GgufTokenizer) -> None:

@@ -226,3 +226,5 @@ def test_cuda_rules_and_seeds() -> None:
     allowed[0, [5, 40]] = True
     masked = sample(logits.unsqueeze(0), [Settings(0.0)], [0], pack(allowed).cuda())
     assert int(masked[0]) in (5, 40)
+    from_cpu = sample(logits.unsqueeze(0), [Settings(2.0)], [0], pack(allowed))
+    assert from_cpu.device.type == "cuda" and int(from_cpu[0]) in (5, 40)
