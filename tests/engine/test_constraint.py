@@ -79,17 +79,29 @@ SCHEMAS = {t.function.name: t.function.parameters for t in TOOLS}
 
 
 class GgufTokenizer:
-    """The bundled model's tokenizer (via transformers), shaped like the engine's tokenizer."""
+    """The bundled model's tokenizer, shaped like the engine's: the engine's own when it is
+    there, else rebuilt by transformers from the GGUF file."""
 
     def __init__(self) -> None:
-        transformers = pytest.importorskip("transformers")
+        from agent.errors import UserError
         from backends.default_model import default_model_path
 
-        path = Path(default_model_path())
-        self.tok = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        self.hf = self.tok.backend_tokenizer
+        try:
+            path = Path(default_model_path())
+        except UserError as exc:
+            pytest.skip(str(exc))
+        try:
+            from backends.engine.tokenizer import load_tokenizer
+        except ImportError:
+            transformers = pytest.importorskip("transformers")
+            tok = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+            self.hf = tok.backend_tokenizer
+            self.eos_token_ids = [tok.eos_token_id]
+        else:
+            engine_tokenizer = load_tokenizer(path)
+            self.hf = engine_tokenizer.hf
+            self.eos_token_ids = engine_tokenizer.eos_token_ids
         self.vocab_size = VOCAB
-        self.eos_token_ids = [self.tok.eos_token_id]
 
     def encode(self, text: str) -> list[int]:
         return list(self.hf.encode(text, add_special_tokens=False).ids)
@@ -298,9 +310,11 @@ def test_uncompilable_schema_falls_back_to_any_object(
 
 
 def test_tokenizer_info_agrees_with_xgrammars_own_detection(tokenizer: GgufTokenizer) -> None:
+    transformers = pytest.importorskip("transformers")
     ours = build_tokenizer_info(tokenizer.hf, VOCAB, tokenizer.eos_token_ids)
+    wrapped = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer.hf)
     theirs = xgr.TokenizerInfo.from_huggingface(
-        tokenizer.tok, vocab_size=VOCAB, stop_token_ids=tokenizer.eos_token_ids
+        wrapped, vocab_size=VOCAB, stop_token_ids=tokenizer.eos_token_ids
     )
     assert ours.vocab_type == theirs.vocab_type == xgr.VocabType.BYTE_LEVEL
     assert ours.add_prefix_space == theirs.add_prefix_space
