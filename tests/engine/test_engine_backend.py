@@ -124,3 +124,63 @@ def test_concurrent_conversations_share_the_engine(decoder: EngineDecoder) -> No
     }
     assert texts == expected
     assert max(len(b.sample_indices) for b in decoder.engine.runner.batches) > 1  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def real_backend() -> object:
+    pytest.importorskip("torch")
+    pytest.importorskip("backends.chat_template", reason="needs the chat template")
+    pytest.importorskip("backends.engine.model_runner", reason="needs the model runner")
+    from agent.errors import UserError
+    from backends.default_model import default_model_path
+    from backends.engine.backend import make_engine_backend
+
+    try:
+        default_model_path()
+    except UserError:
+        pytest.skip("the bundled model is not installed")
+    return make_engine_backend(device="cpu", kv_cache_bytes=64 << 20)
+
+
+@pytest.mark.slow
+def test_bundled_model_answers_through_the_engine(real_backend: object) -> None:
+    from agent.backend import Completion, TextDelta
+    from backends.engine.backend import make_engine_backend
+
+    chat = ChatRequest(
+        messages=[UserMessage(content="What is the capital of France?")], max_tokens=24
+    )
+    events = list(real_backend.generate(chat))  # type: ignore[attr-defined]
+    final = events[-1]
+    assert isinstance(final, Completion) and "Paris" in (final.message.content or "")
+    streamed = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert streamed == final.message.content
+    assert final.usage.prompt_tokens > 10 and final.usage.completion_tokens <= 24
+    # One engine per model per process: a second backend shares it and its prefix cache.
+    again = make_engine_backend(device="cpu")
+    assert again.decoder.engine is real_backend.decoder.engine  # type: ignore[attr-defined]
+    final_again = list(again.generate(chat))[-1]
+    assert isinstance(final_again, Completion) and final_again.usage.cached_tokens > 0
+
+
+@pytest.mark.slow
+def test_required_tool_choice_gives_a_valid_tool_call(real_backend: object) -> None:
+    from agent.backend import Completion
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    tools = [
+        ToolSpec(
+            function=FunctionSpec(name="list_files", description="List files", parameters=schema)
+        )
+    ]
+    chat = ChatRequest(
+        messages=[UserMessage(content="List the files in /tmp")],
+        tools=tools,
+        tool_choice="required",
+        max_tokens=64,
+    )
+    final = list(real_backend.generate(chat))[-1]  # type: ignore[attr-defined]
+    assert isinstance(final, Completion) and final.message.tool_calls
+    call = final.message.tool_calls[0]
+    assert call.function.name == "list_files"
+    assert isinstance(call.function.parsed_arguments().get("path"), str)
