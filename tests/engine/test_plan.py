@@ -83,3 +83,12 @@ def test_the_bundled_model_plan_counts_its_parameters() -> None:
     assert result.exit_code == 0, result.output
     assert "45 KiB" in result.output  # 2 * 30 layers * 3 KV heads * 64 * 4 bytes = 46,080 B
     assert path.name in result.output
+
+
+def test_sizes_read_binary_and_decimal_units() -> None:
+    assert parse_size("8GiB") == parse_size("8G") == 8 << 30
+    assert parse_size("1.5GB") == 1_500_000_000
+    assert parse_size("512 MiB") == 512 << 20
+    assert parse_size("4096") == 4096
+    with pytest.raises(UserError, match="8GiB"):
+        parse_size("eight gigs")
