@@ -56,9 +56,8 @@ def make_workload(
 
 
 def run_engine(path: Path, work: Workload, args: argparse.Namespace) -> tuple[Row, float]:
-    from backends.engine.model_runner import ModelRunner
-
     from backends.engine.llm_engine import LLMEngine
+    from backends.engine.model_runner import ModelRunner
     from backends.engine.params import SamplingParams
 
     runner = ModelRunner(
@@ -196,12 +195,17 @@ def main() -> None:
     )
 
     rows: list[Row] = []
+
+    def done(row: Row) -> None:  # each result as soon as it is in: a long run may be cut short
+        rows.append(row)
+        print(f"{row.system}: {row.output_tokens} tokens in {row.seconds:.1f} s", flush=True)
+
     engine_row, kv_usage = run_engine(path, work, args)
-    rows.append(engine_row)
+    done(engine_row)
     if "transformers" not in args.skip:
-        rows.append(run_transformers(path, work, args.hf_batch_size))
+        done(run_transformers(path, work, args.hf_batch_size))
     if "llamacpp" not in args.skip and path.is_file():
-        rows.append(run_llama_cpp(path, work))
+        done(run_llama_cpp(path, work))
 
     table = Table(
         title=f"Output throughput, {path.name}, {args.device}, {torch.get_num_threads()} threads"
