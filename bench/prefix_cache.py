@@ -103,13 +103,13 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from backends.engine.model_runner import ModelRunner
     from rich.console import Console
     from rich.table import Table
 
     from backends.chat_template import ChatTemplate
     from backends.default_model import default_model_path
     from backends.engine.llm_engine import LLMEngine
+    from backends.engine.model_runner import ModelRunner
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = Path(args.model).expanduser() if args.model else default_model_path()
@@ -123,11 +123,15 @@ def main() -> None:
         if later[: len(earlier) - 8] != earlier[: len(earlier) - 8]:
             print("warning: a turn re-tokenizes earlier turns differently; cache hits will suffer")
 
+    # The first forward passes of a process are slow (allocator, kernel setup): warm up on
+    # unrelated prompts of turn-like lengths before timing anything.
+    warm = LLMEngine(runner, enable_prefix_caching=False)
+    for length in (512, 256, 2048, 192):
+        time_to_first_token(warm, [1000 + i % 5000 for i in range(length)], 2)
     results = {}
-    # The two engines share the runner in turn: each starts with an empty block table and cache.
+    # The engines share the runner in turn, each starting with an empty block table and cache.
     for caching in (False, True):
         engine = LLMEngine(runner, enable_prefix_caching=caching)
-        time_to_first_token(engine, list(range(1000, 1064)), 2)  # warm-up: no turn starts so
         results[caching] = [time_to_first_token(engine, p, args.gen_tokens) for p in prompts]
 
     table = Table(title=f"Agent conversation, {path.name}, {device}: time to first token (ms)")
