@@ -70,7 +70,16 @@ def run_engine(path: Path, work: Workload, args: argparse.Namespace) -> tuple[Ro
         enable_prefix_caching=True,
         record_kv_usage=True,
     )
-    engine.generate([[1000, 1001, 1002]], SamplingParams(temperature=0.0, max_tokens=4))  # warm-up
+    # The first forward passes of a process are slow (allocator, kernel setup): warm up first.
+    warm = [[1000 + i % 5000 for i in range(n)] for n in (512, 64, 300)]
+    engine.generate(warm, SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True))
+    engine = LLMEngine(
+        runner,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        enable_prefix_caching=True,
+        record_kv_usage=True,
+    )  # a fresh engine: the measured run starts with an empty prefix cache
     engine.kv_usage.clear()
     params = [
         SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in work.output_lens
