@@ -207,18 +207,17 @@ class LLMEngine:
 
     def _append_token(self, seq: Sequence, token: int) -> RequestOutput:
         request = self._requests[seq.seq_id]
+        constraint: Any = seq.constraint
         seq.token_ids.append(token)
         reason: str | None = None
         text = ""
-        if seq.constraint is not None and not seq.constraint.accept(token):  # type: ignore[attr-defined]
-            reason = (
-                "stop"  # the sampler broke the grammar: end here rather than emit invalid output
-            )
+        if constraint is not None and not constraint.accept(token):
+            reason = "stop"  # the sampler broke the grammar: end rather than emit invalid output
         elif token in request.stop_ids:
             reason = "stop"  # an end token: counted, never shown
         else:
             text, hit = request.stops.feed(request.detokenizer.add(token))
-            if hit or (seq.constraint is not None and seq.constraint.is_terminated()):  # type: ignore[attr-defined]
+            if hit or (constraint is not None and constraint.is_terminated()):
                 reason = "stop"
         if reason is None and seq.num_output_tokens >= seq.params.max_tokens:
             reason = "length"
