@@ -125,9 +125,9 @@ def main() -> None:
 
     # The first forward passes of a process are slow (allocator, kernel setup): warm up on
     # unrelated prompts of turn-like lengths before timing anything.
-    warm = LLMEngine(runner, enable_prefix_caching=False)
+    warmup = LLMEngine(runner, enable_prefix_caching=False)
     for length in (512, 256, 2048, 192):
-        time_to_first_token(warm, [1000 + i % 5000 for i in range(length)], 2)
+        time_to_first_token(warmup, [1000 + i % 5000 for i in range(length)], 2)
     results = {}
     # The engines share the runner in turn, each starting with an empty block table and cache.
     for caching in (False, True):
