@@ -106,16 +106,21 @@ def tokenizer_from_gguf(reader: Any) -> EngineTokenizer:
     from backends.engine.gguf_weights import field_value
 
     model = field_value(reader, "tokenizer.ggml.model")
-    if model != "gpt2":
-        raise UserError(
-            f"the bundled engine only reads byte-level BPE tokenizers from GGUF files (this one is "
-            f"{model!r}); use a Hugging Face folder with tokenizer.json, or the llama.cpp backend"
-        )
-    tokens: list[str] = field_value(reader, "tokenizer.ggml.tokens")
-    merges: list[str] = field_value(reader, "tokenizer.ggml.merges") or []
+    tokens: list[str] = field_value(reader, "tokenizer.ggml.tokens") or []
     types: list[int] = field_value(reader, "tokenizer.ggml.token_type") or [1] * len(tokens)
-    pre = str(field_value(reader, "tokenizer.ggml.pre", "default"))
-    hf = build_byte_level_bpe(tokens, merges, types, pre)
+    if model == "gpt2":
+        merges: list[str] = field_value(reader, "tokenizer.ggml.merges") or []
+        pre = str(field_value(reader, "tokenizer.ggml.pre", "default"))
+        hf = build_byte_level_bpe(tokens, merges, types, pre)
+    elif model == "llama":
+        scores: list[float] = field_value(reader, "tokenizer.ggml.scores") or [0.0] * len(tokens)
+        prefix = bool(field_value(reader, "tokenizer.ggml.add_space_prefix", True))
+        hf = build_sentencepiece_bpe(tokens, scores, types, prefix)
+    else:
+        raise UserError(
+            f"the bundled engine reads BPE tokenizers from GGUF files (gpt2 or llama), not "
+            f"{model!r}: use a Hugging Face folder with tokenizer.json, or the llama.cpp backend"
+        )
 
     def token_at(key: str) -> tuple[int | None, str]:
         index = field_value(reader, key)
@@ -126,7 +131,7 @@ def tokenizer_from_gguf(reader: Any) -> EngineTokenizer:
     eot_id, _ = token_at("tokenizer.ggml.eot_token_id")
     eos_ids = sorted({i for i in (eos_id, eot_id) if i is not None})
     template = field_value(reader, "tokenizer.chat_template")
-    return EngineTokenizer(hf, eos_ids, bos, eos, template, byte_level=True)
+    return EngineTokenizer(hf, eos_ids, bos, eos, template, byte_level=model == "gpt2")
 
 
 def build_byte_level_bpe(tokens: list[str], merges: list[str], types: list[int], pre: str) -> Any:
@@ -171,6 +176,51 @@ def build_byte_level_bpe(tokens: list[str], merges: list[str], types: list[int],
         AddedToken(tok, normalized=False, special=False)
         for tok, kind in zip(tokens, types, strict=False)
         if kind == _USER_DEFINED and tok in vocab
+    ]
+    if user:
+        tokenizer.add_tokens(user)
+    return tokenizer
+
+
+def build_sentencepiece_bpe(
+    tokens: list[str], scores: list[float], types: list[int], add_prefix_space: bool
+) -> Any:
+    """A SentencePiece-style BPE (Llama 2, Mistral) from a vocabulary with scores: merges are
+    recovered from the scores, bytes missing from the vocabulary fall back to <0xXX> tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {tok: index for index, tok in enumerate(tokens)}
+    candidates = []
+    for tok, score in zip(tokens, scores, strict=False):
+        splits = [
+            (tok[:cut], tok[cut:])
+            for cut in range(1, len(tok))
+            if tok[:cut] in vocab and tok[cut:] in vocab
+        ]
+        splits.sort(key=lambda pair: (vocab[pair[0]], vocab[pair[1]]))
+        candidates += [(score, left, right) for left, right in splits]
+    candidates.sort(key=lambda c: (c[0], len(c[1]), len(c[2])), reverse=True)
+    merges = [(left, right) for _, left, right in candidates]
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True))
+    scheme = "first" if add_prefix_space else "never"
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="\u2581", prepend_scheme=scheme, split=False
+    )
+    steps = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    if add_prefix_space:
+        steps.append(decoders.Strip(content=" ", left=1))
+    tokenizer.decoder = decoders.Sequence(steps)
+    tokenizer.add_special_tokens(
+        [
+            AddedToken(t, normalized=False, special=True)
+            for t, k in zip(tokens, types, strict=False)
+            if k == _CONTROL
+        ]
+    )
+    user = [
+        AddedToken(t, normalized=False)
+        for t, k in zip(tokens, types, strict=False)
+        if k == _USER_DEFINED
     ]
     if user:
         tokenizer.add_tokens(user)

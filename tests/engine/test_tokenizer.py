@@ -91,3 +91,56 @@ def test_folder_tokenizer(tmp_path: Path, tokenizer: EngineTokenizer) -> None:
     )
     for text in TEXTS:
         assert folder.encode(text) == tokenizer.encode(text)
+
+
+def write_sentencepiece_gguf(path: Path) -> None:
+    """A tiny GGUF with a SentencePiece-style ("llama") vocabulary: pieces, scores, byte tokens."""
+    gguf = pytest.importorskip("gguf")
+    words = ["hello", "world", "help", "low", "held", "or", "he", "ll", "lo", "wor", "rld"]
+    spelled = [*words, *("\u2581" + w for w in words)]
+    pieces = sorted({w[:i] for w in spelled for i in range(2, len(w) + 1)})
+    letters = sorted({c for w in words for c in w} | {"\u2581"})
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *letters, *pieces]
+    types = [2, 3, 3, *([6] * 256), *([1] * (len(letters) + len(pieces)))]
+    scores = [0.0] * (3 + 256) + [-1000.0 - i for i in range(len(letters))]
+    scores += [-float(len(p)) for p in pieces]  # shorter pieces merge first
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_context_length(64)
+    writer.add_embedding_length(8)
+    writer.add_feed_forward_length(16)
+    writer.add_head_count(2)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_unk_token_id(0)
+    writer.add_add_space_prefix(True)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_sentencepiece_gguf_matches_transformers(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    path = tmp_path / "sp.gguf"
+    write_sentencepiece_gguf(path)
+    ours = load_tokenizer(path)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file=path.name)
+    texts = [
+        "hello world",
+        "help held low",
+        " world  hello",
+        "héllo wörld 🤖",
+        "hello</s>world",
+        "",
+    ]
+    for text in texts:
+        ids = ours.encode(text)
+        assert ids == theirs.encode(text, add_special_tokens=False), text
+        assert ours.decode(ids) == theirs.decode(ids), text
+    assert ours.eos_token_ids == [2] and ours.bos_token == "<s>"
+    assert ours.encode("hello") == [ours.hf.token_to_id("\u2581hello")]
