@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.errors import UserError
 from backends.engine.attention import plan_cpu_attention, store_kv_reference
 from backends.engine.loader import load_model
 
@@ -38,6 +39,13 @@ class ModelRunner:
     ) -> None:
         import torch
 
+        threads = os.environ.get("CLAWLOOP_ENGINE_THREADS", "")
+        if threads and device == "cpu":
+            if not threads.isdigit() or int(threads) < 1:
+                raise UserError(f"CLAWLOOP_ENGINE_THREADS must be a positive integer, not {threads!r}")
+            # One thread can beat two by far on a busy machine: every op ends in a barrier that
+            # waits for the other thread to be scheduled again.
+            torch.set_num_threads(int(threads))
         loaded = load_model(
             Path(model_path), device=device, dtype=dtype, show_progress=show_progress
         )
