@@ -42,7 +42,9 @@ class ModelRunner:
         threads = os.environ.get("CLAWLOOP_ENGINE_THREADS", "")
         if threads and device == "cpu":
             if not threads.isdigit() or int(threads) < 1:
-                raise UserError(f"CLAWLOOP_ENGINE_THREADS must be a positive integer, not {threads!r}")
+                raise UserError(
+                    f"CLAWLOOP_ENGINE_THREADS must be a positive number, not {threads!r}"
+                )
             # One thread can beat two by far on a busy machine: every op ends in a barrier that
             # waits for the other thread to be scheduled again.
             torch.set_num_threads(int(threads))
