@@ -233,6 +233,27 @@ def test_a_step_without_samples_returns_nothing(runner: ModelRunner) -> None:
     assert driver.step({0: 3}) == {}
 
 
+def test_kernel_signature_path_matches_cpu_plan(runner: ModelRunner) -> None:
+    """The path the GPU kernels plug into, run here with the reference functions in their place."""
+    from backends.engine.attention import paged_attention_reference, store_kv_reference
+
+    texts = ["Name three colours.", "What is 2+2?"]
+    results = []
+    for kernels in (None, (store_kv_reference, paged_attention_reference)):
+        runner._kernels = kernels
+        try:
+            driver = Driver(runner)
+            for i, text in enumerate(texts):
+                driver.add(i, prompt(runner, text))
+            driver.step({0: len(driver.seqs[0].tokens)})
+            driver.step({0: 1, 1: len(driver.seqs[1].tokens)})
+            driver.generate([0, 1], 3)
+            results.append([driver.seqs[i].tokens for i in range(2)])
+        finally:
+            runner._kernels = None
+    assert results[0] == results[1]
+
+
 @pytest.mark.gpu
 def test_cuda_graphs_match_eager(monkeypatch: pytest.MonkeyPatch) -> None:
     if not torch.cuda.is_available():
