@@ -11,7 +11,7 @@ device once per call; on a GPU nothing is read back. Work is skipped when no row
 greedy-only batch is one argmax, top-k alone is a ``topk`` (k-th largest value as threshold),
 and only top-p needs the tokens in order. On the CPU, where reading a value back costs nothing,
 top-p first tries the few hundred best tokens of each row (a ``topk``, ~15x cheaper than sorting
-a 49k vocabulary) and falls back to the full sort only when some row's nucleus is wider.
+a 49k vocabulary) and sorts whole only the rows whose nucleus is wider.
 """
 
 from __future__ import annotations
@@ -166,25 +166,36 @@ def _top_k_top_p(x: torch.Tensor, top_k: list[int], top_p: list[float]) -> torch
     ks = _to_device([k if k > 0 else vocab for k in top_k], torch.int64, device)
     ps = _to_device(top_p, torch.float32, device)
     width = max(_CPU_CANDIDATES, *top_k)
-    if device.type == "cpu" and width < vocab:
-        vals, order = torch.topk(x, width, dim=-1)
-        # The candidates hold each row's whole cut if its top-k fits in them, or if their
-        # share of the row's mass reaches p; rows with neither filter are left as they are.
-        lse = torch.where(ks <= width, vals.logsumexp(dim=-1), x.logsumexp(dim=-1))
-        mass = (vals - lse.unsqueeze(1)).exp().sum(dim=-1)
-        untouched = (ks >= vocab) & (ps >= 1.0)
-        if bool(((ks <= width) | (mass >= ps) | untouched).all()):
-            cut = _cut_sorted(vals, order, ks, ps, lse)
-            out = torch.full_like(x, float("-inf")).scatter_(1, order, cut)
-            return torch.where(untouched.unsqueeze(1), x, out)
+    if device.type != "cpu" or width >= vocab:
+        return _sorted_cut(x, ks, ps)
+    vals, order = torch.topk(x, width, dim=-1)
+    # The candidates hold a row's whole cut if its top-k fits in them, or if their share of the
+    # row's mass reaches p; rows with neither filter are left as they are.
+    lse = torch.where(ks <= width, vals.logsumexp(dim=-1), x.logsumexp(dim=-1))
+    mass = (vals - lse.unsqueeze(1)).exp().sum(dim=-1)
+    untouched = (ks >= vocab) & (ps >= 1.0)
+    cut = _cut_sorted(vals, ks, ps, lse)
+    out = torch.full_like(x, float("-inf")).scatter_(1, order, cut)
+    out = torch.where(untouched.unsqueeze(1), x, out)
+    # Rows whose nucleus is wider are sorted whole. The choice depends on the row alone, so a
+    # seeded request draws the same token whatever else shares its batch.
+    wide = (~((ks <= width) | (mass >= ps) | untouched)).nonzero().flatten()
+    if len(wide):
+        out[wide] = _sorted_cut(x[wide], ks[wide], ps[wide])
+    return out
+
+
+def _sorted_cut(x: torch.Tensor, ks: torch.Tensor, ps: torch.Tensor) -> torch.Tensor:
+    """Top-k then top-p with a full sort of every row."""
+    import torch
+
     sorted_x, order = x.sort(dim=-1, descending=True)
-    cut = _cut_sorted(sorted_x, order, ks, ps, None)
+    cut = _cut_sorted(sorted_x, ks, ps, None)
     return torch.empty_like(x).scatter_(1, order, cut)
 
 
 def _cut_sorted(
     sorted_x: torch.Tensor,
-    order: torch.Tensor,
     ks: torch.Tensor,
     ps: torch.Tensor,
     lse: torch.Tensor | None,

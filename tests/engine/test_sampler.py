@@ -86,6 +86,25 @@ def test_top_p_never_samples_outside_the_nucleus(scale: float) -> None:
         assert nucleus > 512
 
 
+def test_top_p_rows_with_narrow_and_wide_nuclei_share_a_batch() -> None:
+    gen = torch.Generator().manual_seed(8)
+    peaked = torch.randn(49152, generator=gen) * 4
+    flat = torch.randn(49152, generator=gen) * 0.05
+    settings = Settings(1.0, top_p=0.9, seed=21)
+    before = {"peaked": sorted_mass_before(peaked, 1.0), "flat": sorted_mass_before(flat, 1.0)}
+    assert sum(b < 0.9 for b in before["peaked"].values()) < 512  # fits the CPU candidates
+    assert sum(b < 0.9 for b in before["flat"].values()) > 512
+    alone, mixed = [], []
+    for count in range(8):
+        alone.append(int(sample(peaked.unsqueeze(0), [settings], [count])[0]))
+        both = sample(torch.stack([flat, peaked]), [Settings(1.0, top_p=0.9), settings], [0, count])
+        mixed.append(int(both[1]))
+        assert before["flat"][int(both[0])] < 0.9 + 1e-5
+    # The wide row is sorted whole, the narrow one is not, and the seeded draw is unaffected.
+    assert alone == mixed
+    assert all(before["peaked"][t] < 0.9 + 1e-5 for t in alone)
+
+
 def test_top_k_then_top_p_renormalises_over_the_k_best() -> None:
     logits = torch.tensor([3.0, 2.9, 2.8, 0.0, -1.0, -2.0])
     # Over the 3 best only (nearly equal), the nucleus of 0.5 is the first two tokens.
