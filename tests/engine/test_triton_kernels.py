@@ -168,13 +168,13 @@ def test_paged_attention_sees_only_the_context() -> None:
 
 
 @pytest.mark.usefixtures("interpreter")
-@pytest.mark.parametrize("block_size", [1, 16])
-def test_store_kv_writes_each_token_to_its_slot(block_size: int) -> None:
+@pytest.mark.parametrize(("block_size", "slot_dtype"), [(1, torch.int32), (16, torch.int64)])
+def test_store_kv_writes_each_token_to_its_slot(block_size: int, slot_dtype: torch.dtype) -> None:
     gen = torch.Generator().manual_seed(block_size)
     num_blocks, tokens = 8, 7
     k = torch.randn(tokens, KV_HEADS, HEAD_DIM, generator=gen)
     v = torch.randn(tokens, KV_HEADS, HEAD_DIM, generator=gen)
-    slots = torch.randperm(num_blocks * block_size, generator=gen)[:tokens].to(torch.int32)
+    slots = torch.randperm(num_blocks * block_size, generator=gen)[:tokens].to(slot_dtype)
     slots[3] = -1  # padding: skipped
     k_cache = torch.zeros(num_blocks, block_size, KV_HEADS, HEAD_DIM)
     v_cache = torch.zeros_like(k_cache)
