@@ -104,8 +104,9 @@ fi
       'device', torch.cuda.get_device_name())" 2>&1 | tee -a "$LOG"
 
 status=0
-step "pytest-gpu" env PYTHONPATH=. "$PY" -m pytest -m gpu tests/engine -q -rs -p no:cacheprovider ||
-    status=1
+# A test file whose imports are missing here must not stop the GPU tests of the others.
+step "pytest-gpu" env PYTHONPATH=. "$PY" -m pytest -m gpu tests/engine -q -rs -p no:cacheprovider \
+    --continue-on-collection-errors || status=1
 
 if [[ -f bench/engine_throughput.py ]]; then
     if [[ -n "${BENCH_ARGS:-}" ]]; then

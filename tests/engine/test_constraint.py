@@ -12,18 +12,19 @@ import numpy as np
 import pytest
 import torch
 
-from agent.messages import FunctionSpec, ToolSpec
-from backends.engine.constraint import (
+# Skip (rather than fail to collect) where the engine extra is not installed.
+xgr = pytest.importorskip("xgrammar")
+jsonschema = pytest.importorskip("jsonschema")
+
+from agent.messages import FunctionSpec, ToolSpec  # noqa: E402
+from backends.engine.constraint import (  # noqa: E402
     ConstraintFactory,
     TokenConstraint,
     _vocab_type,
     build_tokenizer_info,
     fill_bitmasks,
 )
-from backends.engine.sampler import unpack_bitmask
-
-xgr = pytest.importorskip("xgrammar")
-jsonschema = pytest.importorskip("jsonschema")
+from backends.engine.sampler import unpack_bitmask  # noqa: E402
 
 VOCAB = 49152
 TOOLS = [
