@@ -1,0 +1,126 @@
+"""The engine as a clawloop backend: a :class:`Decoder` over a shared :class:`LLMEngine`.
+
+Every conversation in the process submits to the same engine, so concurrent agents share each
+forward pass, and a conversation's next turn finds its earlier turns in the prefix cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.errors import UserError
+from agent.messages import ChatRequest, ToolSpec, Usage
+from backends.engine.llm_engine import GenerationDelta, LLMEngine
+from backends.engine.params import SamplingParams
+
+if TYPE_CHECKING:
+    from backends.base import DecodeResult, LocalBackend
+
+ENGINE_INSTALL_HINT = "pip install 'clawloop[engine]'"
+# Agents want reproducible tool calls: greedy unless the request asks for a temperature.
+DEFAULT_TEMPERATURE = 0.0
+DEFAULT_MAX_TOKENS = 1024
+
+_engines: dict[tuple[str, str], tuple[LLMEngine, Any]] = {}  # (model, device) -> (engine, factory)
+_engines_lock = threading.Lock()
+
+
+def sampling_params_for(request: ChatRequest, stop: list[str]) -> SamplingParams:
+    """The request's decoding settings, with agent-friendly defaults for what it leaves unset."""
+    return SamplingParams(
+        temperature=DEFAULT_TEMPERATURE if request.temperature is None else request.temperature,
+        top_k=request.top_k or 0,
+        top_p=1.0 if request.top_p is None else request.top_p,
+        min_p=request.min_p or 0.0,
+        seed=request.seed,
+        max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS,
+        stop_strings=[s for s in stop if s],
+    )
+
+
+class EngineDecoder:
+    """Prefill + decode through the engine; tool calls are constrained when tools are offered."""
+
+    def __init__(self, engine: LLMEngine, tokenizer: Any, constraints: Any | None = None) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.constraints = constraints  # a ConstraintFactory, or None to decode unconstrained
+
+    def decode(
+        self, prompt: str, request: ChatRequest, stop: list[str], tools: list[ToolSpec] | None
+    ) -> Iterator[str | DecodeResult]:
+        from backends.base import DecodeResult
+
+        params = sampling_params_for(request, stop)
+        constraint = None
+        if tools and self.constraints is not None:
+            if request.tool_choice == "required":
+                constraint = self.constraints.for_tools(tools, required=True)
+            else:
+                constraint = self.constraints.for_tools(tools)
+        stream = self.engine.submit(self.tokenizer.encode(prompt), params, constraint)
+        try:
+            for item in stream:
+                if isinstance(item, GenerationDelta):
+                    if item.text:
+                        yield item.text
+                else:
+                    usage = Usage(
+                        prompt_tokens=item.prompt_tokens,
+                        completion_tokens=item.completion_tokens,
+                        cached_tokens=item.cached_tokens,
+                    )
+                    yield DecodeResult(finish_reason=item.finish_reason, usage=usage)
+        finally:
+            stream.close()  # a consumer that stops early aborts the request
+
+
+def make_engine_backend(
+    model: str | None = None,
+    device: str | None = None,
+    kv_cache_bytes: int | None = None,
+    block_size: int = 16,
+    **_: object,
+) -> LocalBackend:
+    """A backend on the bundled engine; one engine per (model, device) per process, shared by all.
+
+    The first call for a model loads it and sizes its KV cache; later calls reuse that engine.
+    """
+    from backends.base import LocalBackend
+    from backends.chat_template import ChatTemplate
+    from backends.default_model import default_model_path
+
+    try:
+        import torch
+    except ImportError:
+        raise UserError(f"the bundled engine needs torch: run {ENGINE_INSTALL_HINT}") from None
+    path = Path(model).expanduser() if model else default_model_path()
+    if not path.exists():
+        raise UserError(f"model {path} does not exist: pass a .gguf file or a Hugging Face folder")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    key = (str(path.resolve()), device)
+    with _engines_lock:
+        if key not in _engines:
+            _engines[key] = _load_engine(path, device, kv_cache_bytes, block_size)
+        engine, constraints = _engines[key]
+    tokenizer = engine.runner.tokenizer
+    template = ChatTemplate(
+        source=tokenizer.chat_template, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token
+    )
+    return LocalBackend(
+        f"engine:{path.name}", template, EngineDecoder(engine, tokenizer, constraints)
+    )
+
+
+def _load_engine(
+    path: Path, device: str, kv_cache_bytes: int | None, block_size: int
+) -> tuple[LLMEngine, Any]:
+    from backends.engine.constraint import ConstraintFactory
+    from backends.engine.model_runner import ModelRunner
+
+    runner = ModelRunner(path, device=device, kv_cache_bytes=kv_cache_bytes, block_size=block_size)
+    constraints = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
+    return LLMEngine(runner), constraints

@@ -1,0 +1,152 @@
+"""The shape of a Llama-family decoder, from GGUF metadata or a Hugging Face config.json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.errors import UserError
+
+# Architectures the engine runs: all are Llama-style decoders (RMSNorm, RoPE, GQA, SwiGLU).
+SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
+GGUF_INSTALL_HINT = "pip install 'clawloop[engine]'"
+
+
+@dataclass(slots=True)
+class ModelConfig:
+    """Everything the engine needs to know about a model's shape, no weights."""
+
+    architecture: str
+    num_layers: int
+    hidden_size: int
+    intermediate_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    rope_theta: float
+    rms_norm_eps: float
+    max_position: int
+    tie_embeddings: bool
+    qk_norm: bool = False
+    attention_bias: bool = False
+    # Hugging Face style rope_scaling dict ({"rope_type": "llama3", "factor": ..., ...}) or None.
+    rope_scaling: dict[str, Any] | None = field(default=None)
+
+    def kv_bytes_per_token(self, dtype_bytes: int) -> int:
+        """Bytes of K and V cache one token takes across all layers."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes
+
+
+def read_config(path: Path) -> ModelConfig:
+    """Read a model's config from a .gguf file or a Hugging Face folder without loading weights."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        return config_from_hf(json.loads(_config_json(path).read_text()))
+    if path.is_file():
+        from backends.engine.gguf_weights import open_gguf
+
+        return config_from_gguf(open_gguf(path))
+    raise UserError(f"model path {path} does not exist: pass a .gguf file or a Hugging Face folder")
+
+
+def _config_json(folder: Path) -> Path:
+    config = folder / "config.json"
+    if not config.is_file():
+        raise UserError(f"{folder} has no config.json: pass a .gguf file or a Hugging Face folder")
+    return config
+
+
+def _check_arch(arch: str, source: object) -> str:
+    if arch not in SUPPORTED_ARCHITECTURES:
+        raise UserError(
+            f"{source}: architecture {arch!r} is not supported by the bundled engine "
+            f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)}); use the llama.cpp backend instead"
+        )
+    return arch
+
+
+def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
+    """Build a ModelConfig from a parsed Hugging Face config.json."""
+    arch = _check_arch(str(raw.get("model_type", "")), "config.json")
+    try:
+        hidden = int(raw["hidden_size"])
+        heads = int(raw["num_attention_heads"])
+        # transformers 5 moved rope settings into rope_parameters; older configs keep them on top.
+        rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+        theta = raw.get("rope_theta", rope.get("rope_theta", 10000.0))
+        scaling = (
+            dict(rope) if rope.get("rope_type", rope.get("type", "default")) != "default" else None
+        )
+        return ModelConfig(
+            architecture=arch,
+            num_layers=int(raw["num_hidden_layers"]),
+            hidden_size=hidden,
+            intermediate_size=int(raw["intermediate_size"]),
+            num_heads=heads,
+            num_kv_heads=int(raw.get("num_key_value_heads") or heads),
+            head_dim=int(raw.get("head_dim") or hidden // heads),
+            vocab_size=int(raw["vocab_size"]),
+            rope_theta=float(theta),
+            rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+            max_position=int(raw.get("max_position_embeddings", 4096)),
+            tie_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            qk_norm=arch == "qwen3",
+            attention_bias=bool(raw.get("attention_bias", arch == "qwen2")),
+            rope_scaling=scaling,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"config.json is missing or has a bad value for {exc}") from exc
+
+
+def config_from_gguf(reader: Any) -> ModelConfig:
+    """Build a ModelConfig from an open ``gguf.GGUFReader`` (metadata and tensor names only)."""
+    from backends.engine.gguf_weights import field_value
+
+    arch = str(field_value(reader, "general.architecture", ""))
+    _check_arch(arch, "GGUF file")
+
+    def meta(key: str, default: Any = None) -> Any:
+        value = field_value(reader, f"{arch}.{key}", default)
+        if value is None:
+            raise UserError(f"GGUF file lacks the metadata key {arch}.{key}")
+        return value
+
+    names = {t.name for t in reader.tensors}
+    hidden = int(meta("embedding_length"))
+    heads = int(meta("attention.head_count"))
+    vocab = field_value(reader, f"{arch}.vocab_size")
+    if vocab is None:
+        tokens = field_value(reader, "tokenizer.ggml.tokens")
+        vocab = len(tokens) if tokens is not None else None
+    if vocab is None:
+        raise UserError("GGUF file has neither a vocab size nor a token list")
+    scaling = None
+    scaling_type = field_value(reader, f"{arch}.rope.scaling.type")
+    if scaling_type not in (None, "none"):
+        scaling = {
+            "rope_type": scaling_type,
+            "factor": float(field_value(reader, f"{arch}.rope.scaling.factor", 1.0)),
+            "original_max_position_embeddings": int(
+                field_value(reader, f"{arch}.rope.scaling.original_context_length", 0)
+            ),
+        }
+    return ModelConfig(
+        architecture=arch,
+        num_layers=int(meta("block_count")),
+        hidden_size=hidden,
+        intermediate_size=int(meta("feed_forward_length")),
+        num_heads=heads,
+        num_kv_heads=int(meta("attention.head_count_kv", heads)),
+        head_dim=int(meta("attention.key_length", hidden // heads)),
+        vocab_size=int(vocab),
+        rope_theta=float(meta("rope.freq_base", 10000.0)),
+        rms_norm_eps=float(meta("attention.layer_norm_rms_epsilon", 1e-5)),
+        max_position=int(meta("context_length", 4096)),
+        tie_embeddings="output.weight" not in names,
+        qk_norm="blk.0.attn_q_norm.weight" in names,
+        attention_bias="blk.0.attn_q.bias" in names,
+        rope_scaling=scaling,
+    )

@@ -1,0 +1,246 @@
+"""Grammar-constrained decoding of tool calls with xgrammar token bitmasks.
+
+The grammar: free text (the model may answer in plain words); once the text ``<tool_call>``
+appears, what follows must be ``{"name": "<one of the tools>", "arguments": <JSON valid for that
+tool's parameters schema>}`` and then ``</tool_call>``, after which free text (and further calls)
+may follow. A newline may stand after ``<tool_call>`` and before ``</tool_call>``, as the
+ChatML-with-tools template writes them; ``backends/parsing.py`` reads either form back. Objects
+get no properties beyond those their schema declares (xgrammar's strict mode).
+
+Why xgrammar: it is actively maintained (it is the default structured-output backend of vLLM and
+SGLang), it speaks token bitmasks in exactly the packed int32 layout the sampler applies, its
+structural tags express "free text until a trigger, then schema-constrained JSON" directly, it
+compiles a grammar for a 49k vocabulary in well under a second, and its matcher runs on the CPU
+next to the model (no GPU needed). llguidance has similar masks and a lazy-lexer design but its
+"free text then JSON" needs a hand-written Lark grammar per tool set; outlines-core compiles
+regular expressions to automata up front, which is slow for recursive JSON schemas and has no
+trigger notion at all.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agent.errors import UserError
+
+if TYPE_CHECKING:
+    import tokenizers
+    import torch
+    import xgrammar
+
+    from agent.messages import ToolSpec
+
+TRIGGER = "<tool_call>"
+END = "</tool_call>"
+_INSTALL = "pip install 'clawloop[engine]'  (or: pip install xgrammar)"
+# Compiled grammars kept per factory; an agent uses a handful of tool sets.
+_CACHE_SIZE = 32
+# Consecutive whitespace allowed inside the JSON: enough for pretty-printing, not for the endless
+# newline runs small models fall into.
+_MAX_WHITESPACE = 16
+
+
+class TokenizerSource(Protocol):
+    """What the factory needs from ``backends.engine.tokenizer.EngineTokenizer``."""
+
+    hf: tokenizers.Tokenizer
+    eos_token_ids: list[int]
+
+
+def _xgrammar() -> Any:
+    try:
+        import xgrammar
+    except ImportError as exc:
+        raise UserError(f"Constrained tool calls need xgrammar: {_INSTALL}") from exc
+    return xgrammar
+
+
+class TokenConstraint:
+    """One sequence's grammar state: which tokens may come next, advanced token by token."""
+
+    def __init__(self, compiled: xgrammar.CompiledGrammar, stop_token_ids: list[int]) -> None:
+        xgr = _xgrammar()
+        self._matcher = xgr.GrammarMatcher(compiled, override_stop_tokens=stop_token_ids)
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
+        """Write the tokens allowed next into ``bitmask[row]`` (CPU int32, xgrammar layout)."""
+        self._matcher.fill_next_token_bitmask(bitmask, row)
+
+    def accept(self, token_id: int) -> bool:
+        """Advance by one token; False (state unchanged) if the grammar does not allow it."""
+        return bool(self._matcher.accept_token(token_id))
+
+    def is_terminated(self) -> bool:
+        """True once a stop token was accepted in a state where the text may end."""
+        return bool(self._matcher.is_terminated())
+
+    def reset(self) -> None:
+        """Back to the start, for a sequence that is recomputed after preemption."""
+        self._matcher.reset()
+
+
+class ConstraintFactory:
+    """Builds tool-call constraints for one tokenizer; compiled grammars are cached per tool set."""
+
+    def __init__(self, tokenizer_info_source: TokenizerSource, vocab_size: int) -> None:
+        xgr = _xgrammar()
+        self.vocab_size = vocab_size
+        self.stop_token_ids = list(tokenizer_info_source.eos_token_ids)
+        self.tokenizer_info = build_tokenizer_info(
+            tokenizer_info_source.hf, vocab_size, self.stop_token_ids
+        )
+        self._compiler = xgr.GrammarCompiler(self.tokenizer_info, cache_enabled=False)
+        self._cache: OrderedDict[str, xgrammar.CompiledGrammar] = OrderedDict()
+
+    def for_tools(
+        self, tools: Sequence[ToolSpec] | None, *, required: bool = False
+    ) -> TokenConstraint | None:
+        """A fresh constraint for a request offering ``tools``; None when there are none.
+
+        ``required`` (tool_choice "required") makes at least one tool call mandatory.
+        """
+        if not tools:
+            return None
+        specs = [_tool_dict(t) for t in tools]
+        key = json.dumps([specs, required], sort_keys=True)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            compiled = self._compile(specs, required)
+            self._cache[key] = compiled
+            if len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        return TokenConstraint(compiled, self.stop_token_ids)
+
+    def _compile(self, specs: list[dict[str, Any]], required: bool) -> xgrammar.CompiledGrammar:
+        xgr = _xgrammar()
+        try:
+            return self._compiler.compile_structural_tag(tool_call_structural_tag(specs, required))
+        except (RuntimeError, ValueError, xgr.InvalidJSONError, xgr.InvalidStructuralTagError):
+            pass
+        # Some schema is beyond xgrammar (or malformed): keep the call's shape and the tool name,
+        # let that tool's arguments be any JSON object, and leave validation to the tool.
+        fixed = []
+        for spec in specs:
+            try:
+                self._compiler.compile_json_schema(json.dumps(spec["parameters"]))
+            except (RuntimeError, ValueError, xgr.InvalidJSONError):
+                warnings.warn(
+                    f"tool {spec['name']!r}: its parameters schema cannot be compiled to a "
+                    "grammar; its arguments are constrained to any JSON object",
+                    stacklevel=3,
+                )
+                spec = {**spec, "parameters": {"type": "object"}}
+            fixed.append(spec)
+        return self._compiler.compile_structural_tag(tool_call_structural_tag(fixed, required))
+
+
+def tool_call_structural_tag(specs: list[dict[str, Any]], required: bool = False) -> str:
+    """xgrammar structural tag (JSON): free text, and after ``<tool_call>`` one of the tools."""
+    tags = [
+        {
+            "type": "tag",
+            "begin": f'{TRIGGER}{newline}{{"name": {json.dumps(spec["name"])}, "arguments": ',
+            "content": {
+                "type": "json_schema",
+                "json_schema": spec["parameters"],
+                "max_whitespace_cnt": _MAX_WHITESPACE,
+            },
+            "end": [f"}}\n{END}", f"}}{END}"],
+        }
+        for spec in specs
+        for newline in ("\n", "")
+    ]
+    fmt = {"type": "triggered_tags", "triggers": [TRIGGER], "tags": tags, "at_least_one": required}
+    return json.dumps({"type": "structural_tag", "format": fmt})
+
+
+def build_tokenizer_info(
+    hf: tokenizers.Tokenizer, vocab_size: int, stop_token_ids: list[int]
+) -> xgrammar.TokenizerInfo:
+    """xgrammar's view of a ``tokenizers.Tokenizer``, without needing a transformers wrapper.
+
+    Special added tokens (other than the stop tokens) get an empty string, which xgrammar treats
+    as "never text": control tokens cannot appear inside free text or JSON.
+    """
+    xgr = _xgrammar()
+    encoded: list[str] = [""] * vocab_size
+    for token, idx in hf.get_vocab(with_added_tokens=True).items():
+        if idx < vocab_size:
+            encoded[idx] = token
+    for idx, added in hf.get_added_tokens_decoder().items():
+        if added.special and idx < vocab_size and idx not in stop_token_ids:
+            encoded[idx] = ""
+    vocab_type, add_prefix_space = _vocab_type(json.loads(hf.to_str()))
+    return xgr.TokenizerInfo(
+        encoded,
+        getattr(xgr.VocabType, vocab_type),
+        vocab_size=vocab_size,
+        stop_token_ids=stop_token_ids,
+        add_prefix_space=add_prefix_space,
+    )
+
+
+def _vocab_type(spec: dict[str, Any]) -> tuple[str, bool]:
+    """(xgrammar VocabType name, add_prefix_space) from a tokenizer.json's decoder and friends.
+
+    BYTE_LEVEL: GPT-2 style byte-to-unicode pieces (Llama 3, Qwen, SmolLM); BYTE_FALLBACK:
+    SentencePiece pieces with ``<0xAB>`` byte tokens (Llama 2, Mistral); RAW otherwise.
+    """
+    decoders = _components(spec.get("decoder"))
+    kinds = {d.get("type") for d in decoders}
+    if "ByteLevel" in kinds:
+        return "BYTE_LEVEL", False
+    if "ByteFallback" in kinds:
+        # SentencePiece models add a leading "▁" unless told not to.
+        prepends = [
+            c
+            for c in _components(spec.get("pre_tokenizer")) + _components(spec.get("normalizer"))
+            if c.get("type") in ("Metaspace", "Prepend")
+        ]
+        add_prefix_space = any(
+            c.get("prepend_scheme", "always") != "never"
+            if c.get("type") == "Metaspace"
+            else c.get("prepend") == "▁"
+            for c in prepends
+        )
+        return "BYTE_FALLBACK", add_prefix_space
+    return "RAW", False
+
+
+def _components(node: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A tokenizer.json component flattened through ``Sequence`` wrappers."""
+    if not node:
+        return []
+    inner = node.get("decoders") or node.get("pretokenizers") or node.get("normalizers")
+    if node.get("type") == "Sequence" and inner:
+        return [leaf for child in inner for leaf in _components(child)]
+    return [node]
+
+
+def _tool_dict(tool: ToolSpec) -> dict[str, Any]:
+    return {"name": tool.function.name, "parameters": tool.function.parameters}
+
+
+def fill_bitmasks(
+    constraints: Sequence[TokenConstraint | None], vocab_size: int
+) -> torch.Tensor | None:
+    """One CPU bitmask row per sampled sequence (all ones where there is no constraint).
+
+    None when no sequence is constrained, so the sampler can skip masking altogether.
+    """
+    if all(c is None for c in constraints):
+        return None
+    import torch
+
+    words = (vocab_size + 31) // 32
+    bitmask = torch.full((len(constraints), words), -1, dtype=torch.int32)
+    for row, constraint in enumerate(constraints):
+        if constraint is not None:
+            constraint.fill_bitmask(bitmask, row)
+    return bitmask

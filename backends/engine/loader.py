@@ -1,0 +1,105 @@
+"""Load a model for the engine from a .gguf file or a Hugging Face folder."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent.errors import UserError
+from backends.engine.config import ModelConfig, config_from_gguf, config_from_hf
+from backends.engine.tokenizer import EngineTokenizer, tokenizer_from_folder, tokenizer_from_gguf
+
+if TYPE_CHECKING:
+    import torch
+
+    from backends.engine.model import CausalLM
+
+
+@dataclass(slots=True)
+class LoadedModel:
+    """A model ready to run, with its config and tokenizer."""
+
+    config: ModelConfig
+    model: CausalLM
+    tokenizer: EngineTokenizer
+
+
+def default_dtype(device: str) -> torch.dtype:
+    """float32 on CPU (exact and fast enough there), bfloat16 on accelerators."""
+    import torch
+
+    return torch.float32 if device == "cpu" else torch.bfloat16
+
+
+def load_model(
+    path: Path, device: str = "cpu", dtype: torch.dtype | None = None, show_progress: bool = False
+) -> LoadedModel:
+    """Read config, tokenizer and weights, each weight converted to ``dtype`` on ``device``."""
+    import torch
+
+    from backends.engine.model import CausalLM
+
+    path = Path(path).expanduser()
+    dtype = dtype or default_dtype(device)
+    if path.is_dir():
+        from backends.engine.hf_weights import hf_total_bytes, iter_hf_weights
+
+        config_file = path / "config.json"
+        if not config_file.is_file():
+            raise UserError(
+                f"{path} has no config.json: pass a .gguf file or a Hugging Face folder"
+            )
+        config = config_from_hf(json.loads(config_file.read_text()))
+        tokenizer = tokenizer_from_folder(path)
+        total = hf_total_bytes(path)
+
+        def weights(report: Callable[[int], None]) -> Iterator[tuple[str, torch.Tensor]]:
+            return iter_hf_weights(path, report)
+    elif path.is_file():
+        from backends.engine.gguf_weights import gguf_total_bytes, iter_gguf_weights, open_gguf
+
+        reader = open_gguf(path)
+        config = config_from_gguf(reader)
+        tokenizer = tokenizer_from_gguf(reader)
+        total = gguf_total_bytes(reader)
+
+        def weights(report: Callable[[int], None]) -> Iterator[tuple[str, torch.Tensor]]:
+            return iter_gguf_weights(reader, config, report)
+    else:
+        raise UserError(
+            f"model path {path} does not exist: pass a .gguf file or a Hugging Face folder"
+        )
+
+    tensors: dict[str, torch.Tensor] = {}
+    with _progress(f"loading {path.name}", total, show_progress) as report:
+        for name, value in weights(report):
+            # rope_freqs stays float32: it only shapes the rotary table, computed in float32.
+            target = torch.float32 if name == "rope_freqs" else dtype
+            tensors[name] = value.to(device=device, dtype=target)
+    with torch.device(device):
+        model = CausalLM(config, tensors)
+    model.eval()
+    return LoadedModel(config, model, tokenizer)
+
+
+@contextlib.contextmanager
+def _progress(label: str, total: int, show: bool) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar over bytes read, or a no-op reporter."""
+    if not show:
+        yield lambda _n: None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, transient=True) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda n: progress.advance(task, n)

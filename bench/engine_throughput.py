@@ -1,0 +1,239 @@
+"""Output tokens/s of the bundled engine vs transformers static batches vs llama.cpp one by one.
+
+The workload: N requests with random token ids (fixed seed 0), prompt lengths uniform in
+32-512, output lengths uniform in 32-256, end tokens ignored so every request generates exactly
+its output length. Greedy everywhere. Run by hand, e.g.:
+
+    PYTHONPATH=. python bench/engine_throughput.py --quick
+    PYTHONPATH=. python bench/engine_throughput.py            # 64 requests, takes a while on CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Workload:
+    prompts: list[list[int]]
+    output_lens: list[int]
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(self.output_lens)
+
+
+@dataclass
+class Row:
+    system: str
+    seconds: float
+    output_tokens: int
+    note: str = ""
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.output_tokens / self.seconds
+
+
+def make_workload(
+    n: int, prompt_range: tuple[int, int], output_range: tuple[int, int], vocab: int
+) -> Workload:
+    """Random token ids; ids below 100 are left out so no control token lands in a prompt."""
+    rng = random.Random(0)
+    prompts, outputs = [], []
+    for _ in range(n):
+        prompts.append([rng.randrange(100, vocab) for _ in range(rng.randint(*prompt_range))])
+        outputs.append(rng.randint(*output_range))
+    return Workload(prompts, outputs)
+
+
+def run_engine(path: Path, work: Workload, args: argparse.Namespace) -> tuple[Row, float]:
+    from backends.engine.llm_engine import LLMEngine
+    from backends.engine.model_runner import ModelRunner
+    from backends.engine.params import SamplingParams
+
+    runner = ModelRunner(
+        path, device=args.device, kv_cache_bytes=args.kv_cache_bytes, block_size=args.block_size
+    )
+    engine = LLMEngine(
+        runner,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        enable_prefix_caching=True,
+        record_kv_usage=True,
+    )
+    # The first forward passes of a process are slow (allocator, kernel setup): warm up first.
+    warm = [[1000 + i % 5000 for i in range(n)] for n in (512, 64, 300)]
+    engine.generate(warm, SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True))
+    engine = LLMEngine(
+        runner,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        enable_prefix_caching=True,
+        record_kv_usage=True,
+    )  # a fresh engine: the measured run starts with an empty prefix cache
+    engine.kv_usage.clear()
+    params = [
+        SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in work.output_lens
+    ]
+    start = time.perf_counter()
+    results = engine.generate(work.prompts, params)
+    seconds = time.perf_counter() - start
+    produced = [r.completion_tokens for r in results]
+    if produced != work.output_lens:
+        raise SystemExit(f"engine produced {produced}, expected {work.output_lens}")
+    note = f"{engine.num_steps} steps, {engine.num_preemptions} preemptions"
+    note += f", {runner.num_blocks} blocks of {runner.block_size}"
+    runner.close()
+    return Row("clawloop engine", seconds, work.output_tokens, note), statistics.fmean(
+        engine.kv_usage
+    )
+
+
+def run_transformers(path: Path, work: Workload, batch_size: int) -> Row:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if path.is_dir():
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(
+            path.parent, gguf_file=path.name, dtype=torch.float32
+        )
+    model.eval()
+    pad = 0
+    with torch.inference_mode():
+        model.generate(
+            torch.tensor([[1000, 1001]]), max_new_tokens=2, do_sample=False, pad_token_id=pad
+        )
+        start = time.perf_counter()
+        for first in range(0, len(work.prompts), batch_size):
+            prompts = work.prompts[first : first + batch_size]
+            longest = max(len(p) for p in prompts)
+            ids = torch.tensor([[pad] * (longest - len(p)) + p for p in prompts])  # left padding
+            mask = torch.tensor([[0] * (longest - len(p)) + [1] * len(p) for p in prompts])
+            new = max(
+                work.output_lens[first : first + batch_size]
+            )  # a static batch runs to its longest
+            model.generate(
+                ids,
+                attention_mask=mask,
+                max_new_tokens=new,
+                min_new_tokens=new,
+                do_sample=False,
+                pad_token_id=pad,
+            )
+        seconds = time.perf_counter() - start
+    return Row(
+        "transformers generate",
+        seconds,
+        work.output_tokens,
+        f"static batches of {batch_size}, left-padded",
+    )
+
+
+def run_llama_cpp(path: Path, work: Workload) -> Row:
+    """llama.cpp in a child process: a llama.cpp build for another CPU dies of SIGILL, not us."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    child = context.Process(target=_llama_cpp_child, args=(path, work, results))
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        return Row("llama-cpp-python", math.nan, work.output_tokens, f"died, exit {child.exitcode}")
+    return Row("llama-cpp-python", results.get(), work.output_tokens, "one request at a time")
+
+
+def _llama_cpp_child(path: Path, work: Workload, results: Any) -> None:
+    from llama_cpp import Llama
+
+    llama = Llama(model_path=str(path), n_ctx=1024, n_threads=2, verbose=False)
+    for _ in zip(range(2), llama.generate([1000, 1001], temp=0.0, reset=True), strict=False):
+        pass  # warm-up
+    start = time.perf_counter()
+    for prompt, n in zip(work.prompts, work.output_lens, strict=True):
+        for produced, _token in enumerate(llama.generate(prompt, temp=0.0, reset=True), 1):
+            if produced == n:
+                break
+    results.put(time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--model", help="a .gguf file or Hugging Face folder (default: the bundled model)"
+    )
+    parser.add_argument("--num-requests", type=int, default=64)
+    parser.add_argument(
+        "--quick", action="store_true", help="8 short requests: checks that it all runs"
+    )
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument("--kv-cache-bytes", type=int, default=None)
+    parser.add_argument("--max-num-seqs", type=int, default=64)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=1024)
+    parser.add_argument("--hf-batch-size", type=int, default=16)
+    parser.add_argument("--skip", action="append", default=[], choices=["transformers", "llamacpp"])
+    args = parser.parse_args()
+
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from backends.default_model import default_model_path
+    from backends.engine.config import read_config
+
+    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    path = Path(args.model).expanduser() if args.model else default_model_path()
+    vocab = min(read_config(path).vocab_size, 32000)
+    if args.quick:
+        work = make_workload(8, (16, 64), (8, 32), vocab)
+    else:
+        work = make_workload(args.num_requests, (32, 512), (32, 256), vocab)
+    prompt_tokens = sum(len(p) for p in work.prompts)
+    print(
+        f"{len(work.prompts)} requests: {prompt_tokens} prompt, {work.output_tokens} output tokens"
+    )
+
+    rows: list[Row] = []
+
+    def done(row: Row) -> None:  # each result as soon as it is in: a long run may be cut short
+        rows.append(row)
+        print(f"{row.system}: {row.output_tokens} tokens in {row.seconds:.1f} s", flush=True)
+
+    engine_row, kv_usage = run_engine(path, work, args)
+    done(engine_row)
+    if "transformers" not in args.skip:
+        done(run_transformers(path, work, args.hf_batch_size))
+    if "llamacpp" not in args.skip and path.is_file():
+        done(run_llama_cpp(path, work))
+
+    table = Table(
+        title=f"Output throughput, {path.name}, {args.device}, {torch.get_num_threads()} threads"
+    )
+    for column in ("system", "seconds", "output tok/s", "engine speed-up", "notes"):
+        table.add_column(column, justify="left" if column in ("system", "notes") else "right")
+    for row in rows:
+        if math.isnan(row.seconds):
+            table.add_row(row.system, "-", "-", "-", row.note)
+            continue
+        ratio = engine_row.tokens_per_second / row.tokens_per_second
+        speeds = (f"{row.seconds:.1f}", f"{row.tokens_per_second:.1f}", f"{ratio:.2f}x")
+        table.add_row(row.system, *speeds, row.note)
+    console = Console(width=120)
+    console.print(table)
+    console.print(
+        f"engine KV-cache use (token slots holding tokens / held, step mean): {kv_usage:.1%}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""The engine as a backend: sampling defaults, streaming through the Decoder protocol, threads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+from fake_runner import FakeRunner, FakeTokenizer, reference_generate
+
+from agent.messages import ChatRequest, FunctionSpec, ToolSpec, UserMessage
+from backends.engine.backend import EngineDecoder, sampling_params_for
+from backends.engine.llm_engine import LLMEngine
+from backends.engine.params import SamplingParams
+
+
+def request(**fields: object) -> ChatRequest:
+    return ChatRequest(messages=[UserMessage(content="hi")], **fields)  # type: ignore[arg-type]
+
+
+def test_engine_modules_import_no_torch() -> None:
+    code = (
+        "import sys, backends.engine, backends.engine.llm_engine, backends.engine.backend,"
+        " backends.engine.plan, cli.engine_cmd; print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_sampling_defaults_are_greedy_and_requests_override_them() -> None:
+    params = sampling_params_for(request(), ["<|im_end|>"])
+    assert params.temperature == 0.0 and params.top_p == 1.0 and params.top_k == 0
+    assert params.stop_strings == ["<|im_end|>"]
+    custom = sampling_params_for(
+        request(temperature=0.7, top_p=0.9, top_k=40, min_p=0.05, seed=3, max_tokens=9), []
+    )
+    assert (custom.temperature, custom.top_p, custom.top_k, custom.min_p) == (0.7, 0.9, 40, 0.05)
+    assert (custom.seed, custom.max_tokens) == (3, 9)
+
+
+class RecordingFactory:
+    """Stands in for ConstraintFactory: hands out constraints that end after 5 tokens."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, bool]] = []
+
+    def for_tools(self, tools: list[ToolSpec], required: bool = False) -> object:
+        self.calls.append((len(tools), required))
+        return FiveTokens()
+
+
+class FiveTokens:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def accept(self, token_id: int) -> bool:
+        self.count += 1
+        return True
+
+    def is_terminated(self) -> bool:
+        return self.count >= 5
+
+    def reset(self) -> None:
+        self.count = 0
+
+
+@pytest.fixture
+def decoder() -> EngineDecoder:
+    runner = FakeRunner(num_blocks=256, block_size=4, delay=0.002)
+    return EngineDecoder(LLMEngine(runner), FakeTokenizer(), RecordingFactory())
+
+
+def test_decode_streams_text_then_a_result_with_usage(decoder: EngineDecoder) -> None:
+    pytest.importorskip("backends.chat_template", reason="backends.base needs the chat template")
+    from backends.base import DecodeResult
+
+    prompt = "<user> hello </user>"
+    items = list(decoder.decode(prompt, request(max_tokens=12), [], None))
+    *pieces, result = items
+    assert isinstance(result, DecodeResult) and result.finish_reason == "length"
+    expected = reference_generate(
+        list(prompt.encode()), SamplingParams(temperature=0.0, max_tokens=12)
+    )
+    assert "".join(pieces) == FakeTokenizer().decode(expected)  # type: ignore[arg-type]
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (len(prompt), 12)
+    # The same prompt again is served from the prefix cache.
+    *_, again = decoder.decode(prompt, request(max_tokens=12), [], None)
+    assert isinstance(again, DecodeResult) and again.usage.cached_tokens == 16
+
+
+def test_tools_get_a_constraint(decoder: EngineDecoder) -> None:
+    pytest.importorskip("backends.chat_template", reason="backends.base needs the chat template")
+    from backends.base import DecodeResult
+
+    tools = [ToolSpec(function=FunctionSpec(name="ls"))]
+    *_, result = decoder.decode("p", request(tool_choice="required"), [], tools)
+    assert isinstance(result, DecodeResult)
+    assert result.finish_reason == "stop" and result.usage.completion_tokens == 5
+    assert decoder.constraints.calls == [(1, True)]  # type: ignore[union-attr]
+
+
+def test_concurrent_conversations_share_the_engine(decoder: EngineDecoder) -> None:
+    pytest.importorskip("backends.chat_template", reason="backends.base needs the chat template")
+    prompts = [f"conversation {i} " * (i + 1) for i in range(8)]
+    texts: dict[int, str] = {}
+    start = threading.Barrier(len(prompts))
+
+    def chat(i: int) -> None:
+        start.wait()
+        pieces = decoder.decode(prompts[i], request(max_tokens=20), [], None)
+        texts[i] = "".join(p for p in pieces if isinstance(p, str))
+
+    threads = [threading.Thread(target=chat, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    decoder.engine.close()
+    greedy = SamplingParams(temperature=0.0, max_tokens=20)
+    expected = {
+        i: FakeTokenizer().decode(reference_generate(list(p.encode()), greedy))
+        for i, p in enumerate(prompts)
+    }
+    assert texts == expected
+    assert max(len(b.sample_indices) for b in decoder.engine.runner.batches) > 1  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def real_backend() -> object:
+    pytest.importorskip("torch")
+    pytest.importorskip("backends.chat_template", reason="needs the chat template")
+    pytest.importorskip("backends.engine.model_runner", reason="needs the model runner")
+    from agent.errors import UserError
+    from backends.default_model import default_model_path
+    from backends.engine.backend import make_engine_backend
+
+    try:
+        default_model_path()
+    except UserError:
+        pytest.skip("the bundled model is not installed")
+    return make_engine_backend(device="cpu", kv_cache_bytes=64 << 20)
+
+
+@pytest.mark.slow
+def test_bundled_model_answers_through_the_engine(real_backend: object) -> None:
+    from agent.backend import Completion, TextDelta
+    from backends.engine.backend import make_engine_backend
+
+    chat = ChatRequest(
+        messages=[UserMessage(content="What is the capital of France?")], max_tokens=24
+    )
+    events = list(real_backend.generate(chat))  # type: ignore[attr-defined]
+    final = events[-1]
+    assert isinstance(final, Completion) and "Paris" in (final.message.content or "")
+    streamed = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert streamed == final.message.content
+    assert final.usage.prompt_tokens > 10 and final.usage.completion_tokens <= 24
+    # One engine per model per process: a second backend shares it and its prefix cache.
+    again = make_engine_backend(device="cpu")
+    assert again.decoder.engine is real_backend.decoder.engine  # type: ignore[attr-defined]
+    final_again = list(again.generate(chat))[-1]
+    assert isinstance(final_again, Completion) and final_again.usage.cached_tokens > 0
+
+
+@pytest.mark.slow
+def test_required_tool_choice_gives_a_valid_tool_call(real_backend: object) -> None:
+    from agent.backend import Completion
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    tools = [
+        ToolSpec(
+            function=FunctionSpec(name="list_files", description="List files", parameters=schema)
+        )
+    ]
+    chat = ChatRequest(
+        messages=[UserMessage(content="List the files in /tmp")],
+        tools=tools,
+        tool_choice="required",
+        max_tokens=64,
+    )
+    final = list(real_backend.generate(chat))[-1]  # type: ignore[attr-defined]
+    assert isinstance(final, Completion) and final.message.tool_calls
+    call = final.message.tool_calls[0]
+    assert call.function.name == "list_files"
+    assert isinstance(call.function.parsed_arguments().get("path"), str)
