@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -20,7 +20,15 @@ from agent.events import (
     ToolResultEvent,
     UsageEvent,
 )
-from agent.messages import AssistantMessage, ChatRequest, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from agent.messages import (
+    AssistantMessage,
+    ChatRequest,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from agent.session import Session
 from agent.tools import Toolbox
 from agent.validation import check_call
@@ -75,12 +83,17 @@ class AgentLoop:
     def _steps(self, session: Session, start: float, usage: UsageEvent) -> Iterator[Event]:
         while True:
             if usage.steps >= self.limits.max_steps:
-                yield ErrorEvent(f"stopped after {usage.steps} steps without a final answer "
-                                 f"(raise --max-steps to allow more)", "max_steps")
+                yield ErrorEvent(
+                    f"stopped after {usage.steps} steps without a final answer "
+                    f"(raise --max-steps to allow more)",
+                    "max_steps",
+                )
                 return
             if self._out_of_time(start):
-                yield ErrorEvent(f"stopped: the time budget of {self.limits.time_budget_s:g} s "
-                                 "ran out", "time_budget")
+                yield ErrorEvent(
+                    f"stopped: the time budget of {self.limits.time_budget_s:g} s ran out",
+                    "time_budget",
+                )
                 return
             if self.cancel.is_set():
                 yield ErrorEvent("stopped by the user", "aborted")
@@ -99,8 +112,12 @@ class AgentLoop:
                 yield ErrorEvent(exc.message, "backend")
                 return
             if completion is None:
-                yield ErrorEvent("stopped by the user" if self.cancel.is_set()
-                                 else "the backend ended without a reply", "aborted")
+                yield ErrorEvent(
+                    "stopped by the user"
+                    if self.cancel.is_set()
+                    else "the backend ended without a reply",
+                    "aborted",
+                )
                 return
             usage.prompt_tokens += completion.usage.prompt_tokens
             usage.completion_tokens += completion.usage.completion_tokens
@@ -113,15 +130,23 @@ class AgentLoop:
             for call in message.tool_calls:
                 yield ToolCallEvent(call)
                 result = self._dispatch(call)
-                session.append(ToolMessage(tool_call_id=call.id, name=call.function.name,
-                                           content=result.content))
+                session.append(
+                    ToolMessage(
+                        tool_call_id=call.id, name=call.function.name, content=result.content
+                    )
+                )
                 yield result
 
     def _request(self, messages: list[Message]) -> ChatRequest:
         d = self.decoding
         return ChatRequest(
-            model=self.model, messages=list(messages), tools=self.toolbox.specs() or None,
-            temperature=d.temperature, top_p=d.top_p, top_k=d.top_k, max_tokens=d.max_tokens,
+            model=self.model,
+            messages=list(messages),
+            tools=self.toolbox.specs() or None,
+            temperature=d.temperature,
+            top_p=d.top_p,
+            top_k=d.top_k,
+            max_tokens=d.max_tokens,
             seed=d.seed,
         )
 
@@ -142,8 +167,13 @@ class AgentLoop:
         except ToolError as exc:
             ok, content = False, f"error: {exc.message}"
         except FutureTimeout:
-            ok, content = False, (f"error: {call.function.name} did not finish within "
-                                  f"{self.limits.tool_timeout_s:g} s and was abandoned")
+            ok, content = (
+                False,
+                (
+                    f"error: {call.function.name} did not finish within "
+                    f"{self.limits.tool_timeout_s:g} s and was abandoned"
+                ),
+            )
         except Exception as exc:  # a tool's own crash is an observation, not the loop's crash
             ok, content = False, f"error: {call.function.name} failed: {type(exc).__name__}: {exc}"
         content = _truncate(content, self.limits.max_observation_chars)
@@ -153,7 +183,7 @@ class AgentLoop:
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="clawloop-tool")
 
 
-def _call_with_timeout(fn, timeout: float) -> str:  # type: ignore[no-untyped-def]
+def _call_with_timeout(fn: Callable[[], str], timeout: float) -> str:
     return _POOL.submit(fn).result(timeout=timeout)
 
 

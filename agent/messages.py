@@ -17,7 +17,7 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     def to_wire(self) -> dict[str, Any]:
-        """The JSON object an OpenAI-compatible server takes, with unset optional fields left out."""
+        """The JSON an OpenAI-compatible server takes, with unset optional fields left out."""
         return self.model_dump(mode="json", exclude_none=True)
 
 
@@ -40,9 +40,13 @@ class ToolCall(_Wire):
     function: FunctionCall
 
     @classmethod
-    def make(cls, name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> ToolCall:
+    def make(
+        cls, name: str, arguments: dict[str, Any] | str, call_id: str | None = None
+    ) -> ToolCall:
         """A tool call from a name and arguments (a dict is encoded as JSON)."""
-        args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        args = (
+            arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        )
         return cls(id=call_id or new_call_id(), function=FunctionCall(name=name, arguments=args))
 
 
@@ -120,7 +124,6 @@ class ToolSpec(_Wire):
 
 class ChatRequest(_Wire):
     """One stateless request: the whole conversation, the tools, and the decoding settings."""
-
 
     model: str | None = None
     messages: list[Message]

@@ -27,7 +27,7 @@ class HookSpecs:
 
     @hookspec
     def register_skills(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
-        """Call ``register(name, factory)`` for each skill; ``factory(context)`` returns its tools."""
+        """Call ``register(name, factory)`` per skill; ``factory(context)`` returns its tools."""
 
     @hookspec
     def register_connectors(self, register: Callable[[str, Callable[..., Any]], None]) -> None:

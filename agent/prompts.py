@@ -7,4 +7,9 @@ from importlib import resources
 
 def load_prompt(name: str = "system") -> str:
     """The text of ``agent/prompts/NAME.md``."""
-    return resources.files("agent").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8").strip()
+    return (
+        resources.files("agent")
+        .joinpath("prompts", f"{name}.md")
+        .read_text(encoding="utf-8")
+        .strip()
+    )

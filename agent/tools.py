@@ -7,12 +7,11 @@ schema with pydantic and validates arguments before the call.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import ValidationError, create_model
-from pydantic.fields import FieldInfo
 
 from agent.errors import ToolError
 from agent.messages import FunctionSpec, ToolSpec
@@ -34,7 +33,9 @@ class Tool(Protocol):
 def tool_spec(tool: Tool) -> ToolSpec:
     """The request-side definition of a tool."""
     return ToolSpec(
-        function=FunctionSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+        function=FunctionSpec(
+            name=tool.name, description=tool.description, parameters=tool.parameters
+        )
     )
 
 
@@ -73,7 +74,7 @@ def function_tool(
         if pname not in hints:
             raise TypeError(f"tool function {func.__name__}: parameter {pname!r} needs a type")
         default: Any = ... if param.default is inspect.Parameter.empty else param.default
-        fields[pname] = (hints[pname], default if isinstance(default, FieldInfo) else default)
+        fields[pname] = (hints[pname], default)
     tool_name = name or func.__name__
     model = create_model(f"{tool_name}_args", **fields)
     schema = model.model_json_schema()
@@ -112,7 +113,7 @@ class Toolbox:
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Tool]:
         return iter(self._tools.values())
 
     def __len__(self) -> int:

@@ -19,6 +19,13 @@ def check_call(call: ToolCall, toolbox: Toolbox) -> tuple[dict[str, Any] | None,
     """Return ``(arguments, None)`` for a valid call, or ``(None, message for the model)``."""
     name = call.function.name
     tool = toolbox.get(name)
+    if tool is None and not name:
+        known = ", ".join(toolbox.names()) or "(none)"
+        return None, (
+            "error: your tool call could not be read. Write it as "
+            '<tool_call>{"name": TOOL, "arguments": {...}}</tool_call> '
+            f"with one JSON object inside. Available tools: {known}."
+        )
     if tool is None:
         known = ", ".join(toolbox.names()) or "(none)"
         return None, f"error: there is no tool named {name!r}. Available tools: {known}."
@@ -26,11 +33,15 @@ def check_call(call: ToolCall, toolbox: Toolbox) -> tuple[dict[str, Any] | None,
         args = call.function.parsed_arguments()
     except json.JSONDecodeError as exc:
         return None, (
-            f"error: the arguments for {name} are not valid JSON ({exc.msg} at position {exc.pos}). "
+            f"error: the arguments for {name} are not valid JSON "
+            f"({exc.msg} at position {exc.pos}). "
             "Send the arguments as one JSON object."
         )
     if not isinstance(args, dict):
-        return None, f"error: the arguments for {name} must be a JSON object, not {type(args).__name__}."
+        return (
+            None,
+            f"error: the arguments for {name} must be a JSON object, not {type(args).__name__}.",
+        )
     problems = _schema_problems(args, tool.parameters)
     if problems:
         return None, f"error: invalid arguments for {name}: {problems}. Fix them and call again."

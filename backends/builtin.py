@@ -28,10 +28,14 @@ def make_llamacpp(
     n_ctx: Any = None,
     seed: Any = None,
     threads: Any = None,
-    tool_first: Any = False,
+    tool_first: Any = None,
     **_: Any,
 ) -> Backend:
-    """llama.cpp on a GGUF file (default: the bundled SmolLM2-135M-Instruct)."""
+    """llama.cpp on a GGUF file (default: the bundled SmolLM2-135M-Instruct).
+
+    ``tool_first`` (start each turn with a tool call) defaults to on for the bundled 135M model,
+    which otherwise answers from thin air instead of looking, and off for any other model.
+    """
     from backends.llamacpp import make_llamacpp_backend
 
     return make_llamacpp_backend(
@@ -39,7 +43,7 @@ def make_llamacpp(
         n_ctx=_int("n_ctx", n_ctx),
         seed=_int("seed", seed),
         threads=_int("threads", threads),
-        tool_first=_bool("tool_first", tool_first),
+        tool_first=not model if tool_first is None else _bool("tool_first", tool_first),
     )
 
 

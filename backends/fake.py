@@ -26,7 +26,9 @@ class FakeBackend:
 
     name = "fake"
 
-    def __init__(self, turns: Sequence[Turn] = (), when_done: str = "(the script has no more turns)") -> None:
+    def __init__(
+        self, turns: Sequence[Turn] = (), when_done: str = "(the script has no more turns)"
+    ) -> None:
         self.turns = list(turns)
         self.when_done = when_done
         self.requests: list[ChatRequest] = []
@@ -39,7 +41,9 @@ class FakeBackend:
         except FileNotFoundError:
             raise UserError(f"script file {path} does not exist") from None
         except json.JSONDecodeError as exc:
-            raise UserError(f"script file {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+            raise UserError(
+                f"script file {path} is not valid JSON (line {exc.lineno}: {exc.msg})"
+            ) from None
         if not isinstance(data, list):
             raise UserError(f"script file {path} must hold a JSON list of assistant turns")
         return cls([turn_from_json(item, path, i) for i, item in enumerate(data)])
@@ -47,12 +51,18 @@ class FakeBackend:
     def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
         index = len(self.requests)
         self.requests.append(request)
-        turn = self.turns[index] if index < len(self.turns) else AssistantMessage(content=self.when_done)
+        turn = (
+            self.turns[index]
+            if index < len(self.turns)
+            else AssistantMessage(content=self.when_done)
+        )
         message = turn(request) if callable(turn) else turn.model_copy(deep=True)
         text = message.content or ""
         for piece in re.findall(r"\S+\s*|\s+", text):
             yield TextDelta(piece)
-        prompt_tokens = sum(len((getattr(m, "content", "") or "").split()) for m in request.messages)
+        prompt_tokens = sum(
+            len((getattr(m, "content", "") or "").split()) for m in request.messages
+        )
         usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=max(1, len(text.split())))
         reason = "tool_calls" if message.tool_calls else "stop"
         yield Completion(message=message, finish_reason=reason, usage=usage)
@@ -72,5 +82,7 @@ def turn_from_json(item: Any, path: Path | str = "<script>", index: int = 0) -> 
             try:
                 calls.append(ToolCall.model_validate(raw))
             except ValidationError as exc:
-                raise UserError(f"{path}: turn {index} has an invalid tool call: {exc.errors()[0]['msg']}") from None
+                raise UserError(
+                    f"{path}: turn {index} has an invalid tool call: {exc.errors()[0]['msg']}"
+                ) from None
     return AssistantMessage(content=item.get("content"), tool_calls=calls or None)

@@ -10,7 +10,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -148,7 +148,9 @@ def dump_toml(data: dict[str, Any], prefix: str = "") -> str:
     for key, table in tables:
         name = f"{prefix}{_toml_key(key)}"
         body = dump_toml(table, name + ".")
-        out += f"\n[{name}]\n{body}" if any(not isinstance(v, dict) for v in table.values()) else body
+        out += (
+            f"\n[{name}]\n{body}" if any(not isinstance(v, dict) for v in table.values()) else body
+        )
     return out
 
 

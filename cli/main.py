@@ -18,7 +18,10 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100, "ter
 
 app = typer.Typer(
     name="agent",
-    help="clawloop: a command-line agent runtime. A model calls tools in a sandbox until the task is done.",
+    help=(
+        "clawloop: a command-line agent runtime. "
+        "A model calls tools in a sandbox until the task is done."
+    ),
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,

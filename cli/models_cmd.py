@@ -32,7 +32,9 @@ def models() -> None:
     if default is not None:
         table.add_row("default model", str(default))
     table.add_row("configured model", configured or "(the default)")
-    target = Path(configured).expanduser() if configured and configured.endswith(".gguf") else default
+    target = (
+        Path(configured).expanduser() if configured and configured.endswith(".gguf") else default
+    )
     if target is not None and target.exists():
         for key, value in describe_model(target).items():
             table.add_row(f"  {key}", str(value))

@@ -74,16 +74,28 @@ class TerminalRenderer:
         self._end_stream()
         if isinstance(event, ToolCallEvent):
             args = event.call.function.arguments
-            self.console.print(Panel(Text(args), title=f"tool call: {event.call.function.name}",
-                                     title_align="left", border_style="cyan"))
+            self.console.print(
+                Panel(
+                    Text(args),
+                    title=f"tool call: {event.call.function.name}",
+                    title_align="left",
+                    border_style="cyan",
+                )
+            )
         elif isinstance(event, ToolResultEvent):
             style = "green" if event.ok else "red"
-            self.console.print(Panel(Text(_preview(event.content)),
-                                     title=f"result: {event.name} ({event.seconds:.2f} s)",
-                                     title_align="left", border_style=style))
+            self.console.print(
+                Panel(
+                    Text(_preview(event.content)),
+                    title=f"result: {event.name} ({event.seconds:.2f} s)",
+                    title_align="left",
+                    border_style=style,
+                )
+            )
         elif isinstance(event, FinalEvent):
-            self.console.print(Panel(Text(event.content), title="answer", title_align="left",
-                                     border_style="bold"))
+            self.console.print(
+                Panel(Text(event.content), title="answer", title_align="left", border_style="bold")
+            )
         elif isinstance(event, ErrorEvent):
             self.console.print(f"[red]✗ {event.message}[/red]")
         elif isinstance(event, UsageEvent):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,24 +12,72 @@ from rich.console import Console
 from agent.events import FinalEvent
 from agent.loop import AgentLoop
 from agent.session import Session
+from cli.approvals import choose_approver
 from cli.config import Settings, load_settings
 from cli.render import JsonRenderer, Renderer, TerminalRenderer
 from cli.wiring import build_backend, build_loop, build_toolbox, open_session
 
 err_console = Console(stderr=True, highlight=False)
 
-BackendOpt = Annotated[str | None, typer.Option("--backend", "-b", help="Backend: llamacpp, engine, openai, fake, or a plugin's.")]
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model: a GGUF path (llamacpp, engine) or a served model name (openai).")]
-ScriptOpt = Annotated[Path | None, typer.Option("--script", help="JSON file of scripted assistant turns (implies --backend fake).")]
-SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="Continue (or start) the named session.")]
-StepsOpt = Annotated[int | None, typer.Option("--max-steps", min=1, help="Stop after this many model calls (default 12).")]
-BudgetOpt = Annotated[float | None, typer.Option("--time-budget", min=0.1, help="Stop after this many seconds.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON event per line; the last is the final answer.")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve calls that would ask (never overrides a deny rule).")]
-WorkspaceOpt = Annotated[Path | None, typer.Option("--workspace", "-w", help="Folder the tools work in (default: the current folder).")]
-ModeOpt = Annotated[str | None, typer.Option("--mode", help="Sandbox mode: read-only, workspace-write (default) or full-access.")]
-SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help="OS sandbox: bwrap (default) or off (no isolation: only when you mean it).")]
-TempOpt = Annotated[float | None, typer.Option("--temperature", min=0.0, help="Sampling temperature (0 = greedy, the default).")]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option("--backend", "-b", help="Backend: llamacpp, engine, openai, fake, or a plugin's."),
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Model: a GGUF path (llamacpp, engine) or a served model name (openai).",
+    ),
+]
+ScriptOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--script", help="JSON file of scripted assistant turns (implies --backend fake)."
+    ),
+]
+SessionOpt = Annotated[
+    str | None, typer.Option("--session", "-s", help="Continue (or start) the named session.")
+]
+StepsOpt = Annotated[
+    int | None,
+    typer.Option("--max-steps", min=1, help="Stop after this many model calls (default 12)."),
+]
+BudgetOpt = Annotated[
+    float | None, typer.Option("--time-budget", min=0.1, help="Stop after this many seconds.")
+]
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", help="Print one JSON event per line; the last is the final answer."),
+]
+YesOpt = Annotated[
+    bool,
+    typer.Option("--yes", "-y", help="Approve calls that would ask (never overrides a deny rule)."),
+]
+WorkspaceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace", "-w", help="Folder the tools work in (default: the current folder)."
+    ),
+]
+ModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mode", help="Sandbox mode: read-only, workspace-write (default) or full-access."
+    ),
+]
+SandboxOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sandbox",
+        help="OS sandbox: bwrap (default) or off (no isolation: only when you mean it).",
+    ),
+]
+TempOpt = Annotated[
+    float | None,
+    typer.Option("--temperature", min=0.0, help="Sampling temperature (0 = greedy, the default)."),
+]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Sampling seed.")]
 
 
@@ -49,22 +96,14 @@ def _settings(**flags: Any) -> Settings:
     return load_settings(overrides)
 
 
-def _approver(settings: Settings, yes: bool, as_json: bool) -> Any:
-    from cli.approvals import AutoApprover, DenyApprover, TerminalApprover
-
-    if yes:
-        return AutoApprover()
-    if as_json or not sys.stdin.isatty():
-        return DenyApprover()
-    return TerminalApprover(err_console, config_path=settings.config_path)
-
-
 def _prepare(settings: Settings, script: Path | None, yes: bool, as_json: bool) -> AgentLoop:
     if settings.sandbox.mode == "full-access" and not as_json:
-        err_console.print("[bold red]full-access: tools run without the OS sandbox's limits on "
-                          "files and network[/bold red]")
+        err_console.print(
+            "[bold red]full-access: tools run without the OS sandbox's limits on "
+            "files and network[/bold red]"
+        )
     backend = build_backend(settings, {"script": str(script)} if script else None)
-    toolbox = build_toolbox(settings, _approver(settings, yes, as_json))
+    toolbox = build_toolbox(settings, choose_approver(yes, as_json, err_console))
     return build_loop(settings, backend, toolbox)
 
 
@@ -90,10 +129,19 @@ def _drive(loop: AgentLoop, session: Session, task: str, renderer: Renderer) -> 
 
 def run(
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
-    backend: BackendOpt = None, model: ModelOpt = None, script: ScriptOpt = None,
-    session: SessionOpt = None, max_steps: StepsOpt = None, time_budget: BudgetOpt = None,
-    json_out: JsonOpt = False, yes: YesOpt = False, workspace: WorkspaceOpt = None,
-    mode: ModeOpt = None, sandbox: SandboxOpt = None, temperature: TempOpt = None, seed: SeedOpt = None,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    script: ScriptOpt = None,
+    session: SessionOpt = None,
+    max_steps: StepsOpt = None,
+    time_budget: BudgetOpt = None,
+    json_out: JsonOpt = False,
+    yes: YesOpt = False,
+    workspace: WorkspaceOpt = None,
+    mode: ModeOpt = None,
+    sandbox: SandboxOpt = None,
+    temperature: TempOpt = None,
+    seed: SeedOpt = None,
 ) -> None:
     """Run one task to a final answer. Exit code 0 on a final answer, 1 otherwise."""
     settings = _settings(**locals())
@@ -105,10 +153,18 @@ def run(
 
 
 def chat(
-    backend: BackendOpt = None, model: ModelOpt = None, script: ScriptOpt = None,
-    session: SessionOpt = None, max_steps: StepsOpt = None, time_budget: BudgetOpt = None,
-    yes: YesOpt = False, workspace: WorkspaceOpt = None, mode: ModeOpt = None,
-    sandbox: SandboxOpt = None, temperature: TempOpt = None, seed: SeedOpt = None,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    script: ScriptOpt = None,
+    session: SessionOpt = None,
+    max_steps: StepsOpt = None,
+    time_budget: BudgetOpt = None,
+    yes: YesOpt = False,
+    workspace: WorkspaceOpt = None,
+    mode: ModeOpt = None,
+    sandbox: SandboxOpt = None,
+    temperature: TempOpt = None,
+    seed: SeedOpt = None,
 ) -> None:
     """Talk with the agent; the conversation is kept as a session. Type /exit or Ctrl-D to leave."""
     settings = _settings(**locals())

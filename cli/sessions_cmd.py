@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,7 +19,7 @@ sessions_app = typer.Typer(help="List, show and remove saved sessions.", no_args
 console = Console(highlight=False)
 
 
-def _path(name: str):  # type: ignore[no-untyped-def]
+def _path(name: str) -> Path:
     settings = load_settings()
     path = settings.sessions_dir / f"{check_session_name(name)}.jsonl"
     if not path.exists():
@@ -30,7 +31,11 @@ def _path(name: str):  # type: ignore[no-untyped-def]
 def list_sessions() -> None:
     """List sessions, newest first."""
     folder = load_settings().sessions_dir
-    files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True) if folder.exists() else []
+    files = (
+        sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
+        if folder.exists()
+        else []
+    )
     if not files:
         console.print(f"no sessions yet in {folder}")
         return
@@ -52,7 +57,9 @@ def show(name: Annotated[str, typer.Argument(help="Session name.")]) -> None:
             if message.content:
                 console.print(f"[bold]assistant:[/bold] {message.content}")
             for call in message.tool_calls or []:
-                console.print(f"[cyan]tool call {call.function.name}[/cyan] {call.function.arguments}")
+                console.print(
+                    f"[cyan]tool call {call.function.name}[/cyan] {call.function.arguments}"
+                )
         elif isinstance(message, ToolMessage):
             console.print(f"[green]tool result ({message.name}):[/green] {message.content}")
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import secrets
 from typing import Any
 
@@ -14,6 +15,7 @@ from agent.prompts import load_prompt
 from agent.session import Session, check_session_name
 from agent.tools import Toolbox
 from cli.config import Settings
+from skills.guard import Approver
 
 
 def backend_factories() -> dict[str, Any]:
@@ -33,18 +35,22 @@ def build_backend(settings: Settings, extra: dict[str, Any] | None = None) -> Ba
     return backend
 
 
-def build_toolbox(settings: Settings, approver: Any) -> Toolbox:
+def build_toolbox(settings: Settings, approver: Approver) -> Toolbox:
     """The skills' tools, each behind the sandbox policy and approvals."""
     from skills.context import SkillContext
     from skills.toolbox import build_toolbox as build
 
     workspace = settings.workspace.expanduser().resolve()
     if not workspace.is_dir():
-        raise UserError(f"workspace {workspace} is not a folder: pass --workspace with an existing folder")
-    context = SkillContext.create(
-        workspace=workspace, sandbox=settings.sandbox, audit_path=settings.audit_path,
-        data_dir=settings.data_dir, config_path=settings.config_path,
-    )
+        raise UserError(
+            f"workspace {workspace} is not a folder: pass --workspace with an existing folder"
+        )
+    if settings.sandbox.mode != "read-only" and not os.access(workspace, os.W_OK):
+        raise UserError(
+            f"workspace {workspace} is not writable: pass --workspace with a folder you "
+            "can write to, or use --mode read-only"
+        )
+    context = SkillContext.from_settings(settings.model_copy(update={"workspace": workspace}))
     return build(context, approver, enabled=settings.skills)
 
 
@@ -52,11 +58,21 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
     """The agent loop with the settings' limits and decoding."""
     d = settings.decoding
     return AgentLoop(
-        backend=backend, toolbox=toolbox, system_prompt=load_prompt("system"),
-        limits=LoopLimits(max_steps=settings.max_steps, time_budget_s=settings.time_budget,
-                          tool_timeout_s=settings.tool_timeout),
-        decoding=Decoding(temperature=d.temperature, top_p=d.top_p, top_k=d.top_k,
-                          max_tokens=d.max_tokens, seed=d.seed),
+        backend=backend,
+        toolbox=toolbox,
+        system_prompt=load_prompt("system"),
+        limits=LoopLimits(
+            max_steps=settings.max_steps,
+            time_budget_s=settings.time_budget,
+            tool_timeout_s=settings.tool_timeout,
+        ),
+        decoding=Decoding(
+            temperature=d.temperature,
+            top_p=d.top_p,
+            top_k=d.top_k,
+            max_tokens=d.max_tokens,
+            seed=d.seed,
+        ),
     )
 
 
@@ -70,6 +86,8 @@ def open_session(settings: Settings, name: str | None) -> tuple[str, Session]:
     try:
         settings.sessions_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"cannot create the sessions folder {settings.sessions_dir}: {exc.strerror} "
-                        "(set CLAWLOOP_DATA_DIR to a writable folder)") from None
+        raise UserError(
+            f"cannot create the sessions folder {settings.sessions_dir}: {exc.strerror} "
+            "(set CLAWLOOP_DATA_DIR to a writable folder)"
+        ) from None
     return name, Session.open(path)

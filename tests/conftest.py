@@ -8,7 +8,9 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """Point clawloop's config and data folders at a fresh temporary folder."""
     home = tmp_path_factory.mktemp("clawloop-home")
     monkeypatch.setenv("CLAWLOOP_CONFIG", str(home / "config.toml"))

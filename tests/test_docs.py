@@ -1,4 +1,4 @@
-"""docs/cli.md is generated from the CLI; this fails when someone changes a command and forgets it."""
+"""docs/cli.md is generated from the CLI; this fails when a command changes and the doc does not."""
 
 from __future__ import annotations
 
@@ -18,5 +18,5 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     line = next(ln for ln in readme.splitlines() if "pytest" in ln and "pip install" in ln)
-    test_part = line[line.index("python3 -m venv"):].strip().rstrip("`")
+    test_part = line[line.index("python3 -m venv") :].strip().rstrip("`")
     assert test_part in ci

@@ -17,8 +17,19 @@ TOP_LEVEL = {"agent", "backends", "cli", "connectors", "sandbox", "skills"}
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
-        check=True, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     (found,) = out.glob("clawloop-*.whl")
     return found
@@ -49,9 +60,16 @@ def test_help_does_not_import_torch() -> None:
         "sys.argv = ['agent', '--help']\n"
         "from cli.main import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('torch', 'llama_cpp', 'transformers', 'xgrammar') if m in sys.modules]\n"
+        "names = ('torch', 'llama_cpp', 'transformers', 'xgrammar')\n"
+        "heavy = [m for m in names if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+    )
     assert "HEAVY []" in out.stdout

@@ -13,8 +13,8 @@ from backends.engine.loader import load_model
 
 if TYPE_CHECKING:
     import torch
-    from backends.engine.batch import StepBatch
 
+    from backends.engine.batch import StepBatch
     from backends.engine.config import ModelConfig
     from backends.engine.tokenizer import EngineTokenizer
 

@@ -112,7 +112,7 @@ def test_malformed_calls_become_observations_for_the_model():
     toolbox = Toolbox([function_tool(read)])
     cases = {
         f'{OPEN}{{"name": "read", "arguments": {{"path": "a"{CLOSE}': "not valid JSON",
-        f"{OPEN}read a.txt{CLOSE}": "no tool named ''",
+        f"{OPEN}read a.txt{CLOSE}": "could not be read",
         f'{OPEN}{{"name": "write", "arguments": {{}}}}{CLOSE}': "no tool named 'write'",
         f'{OPEN}{{"name": "read", "arguments": {{"path": 3}}}}{CLOSE}': "invalid arguments",
         f'{OPEN}{{"name": "read", "arguments": [1]}}{CLOSE}': "must be a JSON object",
