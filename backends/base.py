@@ -17,6 +17,7 @@ from typing import Protocol
 from agent.backend import BackendEvent, Completion, TextDelta
 from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.chat_template import ChatTemplate
+from backends.content_stream import ContentStream
 from backends.parsing import parse_output
 
 
@@ -52,13 +53,17 @@ class LocalBackend:
         prompt = self.template.render(request.messages, tools=tools, add_generation_prompt=True)
         stop = [*self.template.stop_strings, *request.stop_list()]
         pieces: list[str] = []
+        visible = ContentStream()
         result = DecodeResult()
         for item in self.decoder.decode(prompt, request, stop, tools):
             if isinstance(item, DecodeResult):
                 result = item
             elif item:
                 pieces.append(item)
-                yield TextDelta(item)
+                if shown := visible.feed(item):
+                    yield TextDelta(shown)
+        if rest := visible.flush():
+            yield TextDelta(rest)
         message = parse_output("".join(pieces))
         reason = "tool_calls" if message.tool_calls else result.finish_reason
         yield Completion(message=message, finish_reason=reason, usage=result.usage)

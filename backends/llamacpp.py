@@ -129,7 +129,7 @@ def _new_llama(path: Path, n_ctx: int, threads: int, extra_buffers: bool) -> Any
         low.llama_model_default_params = defaults
 
 
-def _default_extra_buffers() -> bool:
+def default_extra_buffers() -> bool:
     """Extra buffer types (AMX, weight repacking) unless the CPU advertises AMX.
 
     Some virtual machines advertise AMX but fault on its instructions, which kills the process
@@ -188,7 +188,7 @@ class LlamaCppDecoder:
         self.threads = threads or _cores()
         self.seed = seed
         self.tool_first = tool_first
-        self.extra_buffers = _default_extra_buffers() if extra_buffers is None else extra_buffers
+        self.extra_buffers = default_extra_buffers() if extra_buffers is None else extra_buffers
 
     def decode(
         self, prompt: str, request: ChatRequest, stop: list[str], tools: list[ToolSpec] | None

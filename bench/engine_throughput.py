@@ -56,12 +56,19 @@ def make_workload(
 
 
 def run_engine(path: Path, work: Workload, args: argparse.Namespace) -> tuple[Row, float]:
+    import torch
+
     from backends.engine.llm_engine import LLMEngine
     from backends.engine.model_runner import ModelRunner
     from backends.engine.params import SamplingParams
 
+    dtype = getattr(torch, args.dtype) if args.dtype else None
     runner = ModelRunner(
-        path, device=args.device, kv_cache_bytes=args.kv_cache_bytes, block_size=args.block_size
+        path,
+        device=args.device,
+        dtype=dtype,
+        kv_cache_bytes=args.kv_cache_bytes,
+        block_size=args.block_size,
     )
     engine = LLMEngine(
         runner,
@@ -91,7 +98,7 @@ def run_engine(path: Path, work: Workload, args: argparse.Namespace) -> tuple[Ro
     if produced != work.output_lens:
         raise SystemExit(f"engine produced {produced}, expected {work.output_lens}")
     note = f"{engine.num_steps} steps, {engine.num_preemptions} preemptions"
-    note += f", {runner.num_blocks} blocks of {runner.block_size}"
+    note += f", {runner.num_blocks} blocks of {runner.block_size}, {runner.dtype}"
     runner.close()
     return Row("clawloop engine", seconds, work.output_tokens, note), statistics.fmean(
         engine.kv_usage
@@ -153,9 +160,10 @@ def run_llama_cpp(path: Path, work: Workload) -> Row:
 
 
 def _llama_cpp_child(path: Path, work: Workload, results: Any) -> None:
-    from llama_cpp import Llama
+    from backends.llamacpp import default_extra_buffers, load_llama
 
-    llama = Llama(model_path=str(path), n_ctx=1024, n_threads=2, verbose=False)
+    # The same loader the llamacpp backend uses (AMX buffers off where the CPU faults on them).
+    llama = load_llama(path, n_ctx=1024, threads=2, extra_buffers=default_extra_buffers()).llm
     for _ in zip(range(2), llama.generate([1000, 1001], temp=0.0, reset=True), strict=False):
         pass  # warm-up
     start = time.perf_counter()
@@ -176,6 +184,12 @@ def main() -> None:
         "--quick", action="store_true", help="8 short requests: checks that it all runs"
     )
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    parser.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16"],
+        default=None,
+        help="engine weights and KV cache (default: float32 on CPU, bfloat16 on CUDA)",
+    )
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--kv-cache-bytes", type=int, default=None)
     parser.add_argument("--max-num-seqs", type=int, default=64)
