@@ -7,6 +7,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from agent.errors import UserError
 from cli import run_cmd
@@ -73,7 +74,9 @@ def main() -> None:
     except UserError as exc:
         if os.environ.get("CLAWLOOP_DEBUG"):
             raise
-        Console(stderr=True, highlight=False).print(f"[red]error:[/red] {exc.message}")
+        Console(stderr=True, highlight=False).print(
+            f"[red]error:[/red] {escape(exc.message)}", soft_wrap=True
+        )
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
