@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import UserError
+from agent.errors import ConfigError, UserError
 from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.engine.llm_engine import GenerationDelta, LLMEngine
 from backends.engine.params import SamplingParams
@@ -24,7 +24,7 @@ ENGINE_INSTALL_HINT = "pip install 'clawloop[engine]'"
 DEFAULT_TEMPERATURE = 0.0
 DEFAULT_MAX_TOKENS = 1024
 
-_engines: dict[tuple[str, str], tuple[LLMEngine, Any]] = {}  # (model, device) -> (engine, factory)
+_engines: dict[tuple[str, str, str], tuple[LLMEngine, Any]] = {}  # (model, device, dtype)
 _engines_lock = threading.Lock()
 
 
@@ -83,6 +83,7 @@ def make_engine_backend(
     device: str | None = None,
     kv_cache_bytes: int | None = None,
     block_size: int = 16,
+    dtype: str | None = None,
     **_: object,
 ) -> LocalBackend:
     """A backend on the bundled engine; one engine per (model, device) per process, shared by all.
@@ -101,10 +102,11 @@ def make_engine_backend(
     if not path.exists():
         raise UserError(f"model {path} does not exist: pass a .gguf file or a Hugging Face folder")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    key = (str(path.resolve()), device)
+    weights = _dtype(torch, dtype)
+    key = (str(path.resolve()), device, str(weights))
     with _engines_lock:
         if key not in _engines:
-            _engines[key] = _load_engine(path, device, kv_cache_bytes, block_size)
+            _engines[key] = _load_engine(path, device, kv_cache_bytes, block_size, weights)
         engine, constraints = _engines[key]
     tokenizer = engine.runner.tokenizer
     template = ChatTemplate(
@@ -115,12 +117,23 @@ def make_engine_backend(
     )
 
 
+def _dtype(torch: Any, name: str | None) -> Any:
+    """``None`` (float32 on CPU, bfloat16 on CUDA) or one of the three float types by name."""
+    if name in (None, ""):
+        return None
+    if name not in ("float32", "bfloat16", "float16"):
+        raise ConfigError(f"engine dtype {name!r}: choose float32, bfloat16 or float16")
+    return getattr(torch, name)
+
+
 def _load_engine(
-    path: Path, device: str, kv_cache_bytes: int | None, block_size: int
+    path: Path, device: str, kv_cache_bytes: int | None, block_size: int, dtype: Any = None
 ) -> tuple[LLMEngine, Any]:
     from backends.engine.constraint import ConstraintFactory
     from backends.engine.model_runner import ModelRunner
 
-    runner = ModelRunner(path, device=device, kv_cache_bytes=kv_cache_bytes, block_size=block_size)
+    runner = ModelRunner(
+        path, device=device, dtype=dtype, kv_cache_bytes=kv_cache_bytes, block_size=block_size
+    )
     constraints = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
     return LLMEngine(runner), constraints

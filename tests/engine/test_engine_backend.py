@@ -184,3 +184,11 @@ def test_required_tool_choice_gives_a_valid_tool_call(real_backend: object) -> N
     call = final.message.tool_calls[0]
     assert call.function.name == "list_files"
     assert isinstance(call.function.parsed_arguments().get("path"), str)
+
+
+def test_an_unknown_dtype_is_a_config_error_naming_the_choices() -> None:
+    from agent.errors import ConfigError
+    from backends.engine.backend import make_engine_backend
+
+    with pytest.raises(ConfigError, match="float32, bfloat16 or float16"):
+        make_engine_backend(dtype="float8")
