@@ -50,11 +50,10 @@ class Approver(Protocol):
 
 
 @dataclass(slots=True)
-class RuledTool:
-    """A tool together with the name and argument mapping permission rules use for it."""
+class ToolWrapper:
+    """Shows the model exactly what ``inner`` shows: its name, description, schema, source."""
 
     inner: Tool
-    rule_target: RuleTarget
 
     name: str = field(init=False)
     description: str = field(init=False)
@@ -69,6 +68,13 @@ class RuledTool:
 
     def call(self, arguments: dict[str, Any]) -> str:
         return self.inner.call(arguments)
+
+
+@dataclass(slots=True)
+class RuledTool(ToolWrapper):
+    """A tool together with the name and argument mapping permission rules use for it."""
+
+    rule_target: RuleTarget
 
 
 def with_rule(
@@ -89,25 +95,13 @@ def rule_target(tool: Tool) -> RuleTarget:
 
 
 @dataclass(slots=True)
-class GuardedTool:
+class GuardedTool(ToolWrapper):
     """Runs ``inner`` only if the policy (or the approver) says so; redacts and audits."""
 
-    inner: Tool
     policy: Policy
     approver: Approver
     audit: AuditLog
     redactor: Redactor
-
-    name: str = field(init=False)
-    description: str = field(init=False)
-    parameters: dict[str, Any] = field(init=False)
-    source: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.name = self.inner.name
-        self.description = self.inner.description
-        self.parameters = self.inner.parameters
-        self.source = str(getattr(self.inner, "source", "builtin"))
 
     def call(self, arguments: dict[str, Any]) -> str:
         began = time.monotonic()
