@@ -28,6 +28,9 @@ class Completion:
     message: AssistantMessage
     finish_reason: str = "stop"  # "stop", "length", "tool_calls", "abort"
     usage: Usage = field(default_factory=Usage)
+    raw_text: str | None = None  # the model's output before parsing, where the backend has it
+    parse_error: str | None = None  # why tool-call markup in raw_text could not be read
+    ttft_s: float | None = None  # seconds from the request to the first generated text
 
 
 BackendEvent = TextDelta | Completion

@@ -1,11 +1,15 @@
-"""What the loop reports as it runs; the CLI, the connectors and the traces all consume these."""
+"""What the loop reports as it runs; the CLI, the connectors and the traces all consume these.
+
+Every event carries the id of the run and the step (model call) it belongs to; they are left out
+of equality, so two events say the same thing whichever run they came from.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.messages import ToolCall
+from agent.messages import AssistantMessage, ToolCall
 
 
 @dataclass(slots=True)
@@ -14,6 +18,8 @@ class TokenEvent:
 
     text: str
     type: str = "token"
+    run_id: str = field(default="", compare=False)
+    step: int = field(default=0, compare=False)
 
 
 @dataclass(slots=True)
@@ -22,6 +28,8 @@ class ToolCallEvent:
 
     call: ToolCall
     type: str = "tool_call"
+    run_id: str = field(default="", compare=False)
+    step: int = field(default=0, compare=False)
 
 
 @dataclass(slots=True)
@@ -34,6 +42,10 @@ class ToolResultEvent:
     ok: bool
     seconds: float = 0.0
     type: str = "tool_result"
+    decision: str | None = None  # "allow", "deny", "invalid" (never reached the policy)
+    decided_by: str | None = None  # the rule, person or check that decided
+    run_id: str = field(default="", compare=False)
+    step: int = field(default=0, compare=False)
 
 
 @dataclass(slots=True)
@@ -42,6 +54,8 @@ class FinalEvent:
 
     content: str
     type: str = "final"
+    run_id: str = field(default="", compare=False)
+    step: int = field(default=0, compare=False)
 
 
 @dataclass(slots=True)
@@ -49,8 +63,10 @@ class ErrorEvent:
     """The run stopped without a final answer (step limit, time budget, backend failure)."""
 
     message: str
-    reason: str  # "max_steps", "time_budget", "backend", "aborted"
+    reason: str  # "max_steps", "time_budget", "backend", "aborted", "length"
     type: str = "error"
+    run_id: str = field(default="", compare=False)
+    step: int = field(default=0, compare=False)
 
 
 @dataclass(slots=True)
@@ -63,9 +79,33 @@ class UsageEvent:
     cached_tokens: int
     seconds: float
     type: str = "usage"
+    run_id: str = field(default="", compare=False)
+    step: int = field(default=0, compare=False)
 
 
-Event = TokenEvent | ToolCallEvent | ToolResultEvent | FinalEvent | ErrorEvent | UsageEvent
+@dataclass(slots=True)
+class StepEvent:
+    """One model call, as it was sent and as it came back: what traces are made of."""
+
+    messages: int  # how many messages the request held
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    message: AssistantMessage
+    raw_text: str | None = None
+    parse_error: str | None = None
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+    seconds: float = 0.0
+    type: str = "step"
+    run_id: str = field(default="", compare=False)
+    step: int = field(default=0, compare=False)
+
+
+Event = (
+    TokenEvent | ToolCallEvent | ToolResultEvent | FinalEvent | ErrorEvent | UsageEvent | StepEvent
+)
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -73,4 +113,6 @@ def event_to_json(event: Event) -> dict[str, Any]:
     data = asdict(event)
     if isinstance(event, ToolCallEvent):
         data["call"] = event.call.to_wire()
+    if isinstance(event, StepEvent):
+        data["message"] = event.message.to_wire()
     return {"type": data.pop("type"), **data}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -15,6 +16,7 @@ from agent.events import (
     ErrorEvent,
     Event,
     FinalEvent,
+    StepEvent,
     TokenEvent,
     ToolCallEvent,
     ToolResultEvent,
@@ -62,22 +64,30 @@ class AgentLoop:
     backend: Backend
     toolbox: Toolbox
     system_prompt: str | None = None
+    prompt_label: str = "none"  # the prompt's id@version, as traces record it
     limits: LoopLimits = field(default_factory=LoopLimits)
     decoding: Decoding = field(default_factory=Decoding)
     model: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
 
-    def run(self, session: Session, task: str) -> Iterator[Event]:
-        """Add ``task`` as a user message to ``session`` and work on it until a final answer."""
+    def run(self, session: Session, task: str, run_id: str | None = None) -> Iterator[Event]:
+        """Add ``task`` as a user message to ``session`` and work on it until a final answer.
+
+        Every event carries ``run_id`` (a fresh one unless given) and the step it belongs to.
+        """
+        run_id = run_id or new_run_id()
         if self.system_prompt and not any(m.role == "system" for m in session.messages):
             session.append(SystemMessage(content=self.system_prompt))
         session.append(UserMessage(content=task))
         start = time.monotonic()
         usage = UsageEvent(0, 0, 0, 0, 0.0)
         try:
-            yield from self._steps(session, start, usage)
+            for event in self._steps(session, start, usage):
+                event.run_id, event.step = run_id, usage.steps
+                yield event
         finally:
             usage.seconds = time.monotonic() - start
+            usage.run_id, usage.step = run_id, usage.steps
             yield usage
 
     def _steps(self, session: Session, start: float, usage: UsageEvent) -> Iterator[Event]:
@@ -100,6 +110,7 @@ class AgentLoop:
                 return
             usage.steps += 1
             completion: Completion | None = None
+            began = time.monotonic()
             try:
                 for event in self.backend.generate(self._request(session.messages)):
                     if isinstance(event, TextDelta):
@@ -123,8 +134,21 @@ class AgentLoop:
             usage.completion_tokens += completion.usage.completion_tokens
             usage.cached_tokens += completion.usage.cached_tokens
             message = completion.message
+            yield _step_event(completion, len(session.messages), time.monotonic() - began)
             session.append(message)
+            if completion.parse_error and not message.tool_calls:
+                # The model tried to call a tool and the call could not be read: say how to
+                # write it and let it try again, rather than taking the markup as an answer.
+                session.append(UserMessage(content=completion.parse_error))
+                continue
             if not message.tool_calls:
+                if completion.finish_reason == "length":
+                    yield ErrorEvent(
+                        "the model stopped at its token limit before finishing its answer "
+                        "(raise decoding.max_tokens, or ask for less)",
+                        "length",
+                    )
+                    return
                 yield FinalEvent(message.content or "")
                 return
             for call in message.tool_calls:
@@ -158,7 +182,15 @@ class AgentLoop:
         began = time.monotonic()
         args, problem = check_call(call, self.toolbox)
         if problem is not None or args is None:
-            return ToolResultEvent(call.id, call.function.name, problem or "", False, 0.0)
+            return ToolResultEvent(
+                call.id,
+                call.function.name,
+                problem or "",
+                False,
+                0.0,
+                decision="invalid",
+                decided_by="validation",
+            )
         tool = self.toolbox.get(call.function.name)
         assert tool is not None  # check_call found it
         ok = True
@@ -180,6 +212,31 @@ class AgentLoop:
         return ToolResultEvent(call.id, call.function.name, content, ok, time.monotonic() - began)
 
 
+def new_run_id() -> str:
+    """A fresh, unique run id."""
+    return uuid.uuid4().hex[:16]
+
+
+def _step_event(completion: Completion, messages: int, seconds: float) -> StepEvent:
+    u = completion.usage
+    ttft = completion.ttft_s
+    decode_s = seconds - (ttft or 0.0)
+    rate = u.completion_tokens / decode_s if decode_s > 0 and u.completion_tokens else None
+    return StepEvent(
+        messages=messages,
+        prompt_tokens=u.prompt_tokens,
+        cached_tokens=u.cached_tokens,
+        completion_tokens=u.completion_tokens,
+        finish_reason=completion.finish_reason,
+        message=completion.message,
+        raw_text=completion.raw_text,
+        parse_error=completion.parse_error,
+        ttft_s=ttft,
+        tokens_per_s=rate,
+        seconds=seconds,
+    )
+
+
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="clawloop-tool")
 
 
@@ -196,4 +253,4 @@ def _truncate(text: str, limit: int) -> str:
     return f"{head}\n[... {cut} characters cut ...]\n{tail}"
 
 
-__all__ = ["AgentLoop", "AssistantMessage", "Decoding", "LoopLimits"]
+__all__ = ["AgentLoop", "AssistantMessage", "Decoding", "LoopLimits", "new_run_id"]

@@ -19,13 +19,6 @@ def check_call(call: ToolCall, toolbox: Toolbox) -> tuple[dict[str, Any] | None,
     """Return ``(arguments, None)`` for a valid call, or ``(None, message for the model)``."""
     name = call.function.name
     tool = toolbox.get(name)
-    if tool is None and not name:
-        known = ", ".join(toolbox.names()) or "(none)"
-        return None, (
-            "error: your tool call could not be read. Write it as "
-            '<tool_call>{"name": TOOL, "arguments": {...}}</tool_call> '
-            f"with one JSON object inside. Available tools: {known}."
-        )
     if tool is None:
         known = ", ".join(toolbox.names()) or "(none)"
         return None, f"error: there is no tool named {name!r}. Available tools: {known}."

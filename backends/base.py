@@ -10,6 +10,7 @@ A local model only has to provide a :class:`Decoder`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -17,8 +18,6 @@ from typing import Protocol
 from agent.backend import BackendEvent, Completion, TextDelta
 from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.chat_template import ChatTemplate
-from backends.content_stream import ContentStream
-from backends.parsing import parse_output
 
 
 @dataclass(slots=True)
@@ -49,21 +48,37 @@ class LocalBackend:
         self.decoder = decoder
 
     def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
+        began = time.monotonic()
         tools = request.tools if request.tool_choice != "none" else None
         prompt = self.template.render(request.messages, tools=tools, add_generation_prompt=True)
         stop = [*self.template.stop_strings, *request.stop_list()]
+        fmt = self.template.tool_format
         pieces: list[str] = []
-        visible = ContentStream()
+        visible = fmt.stream()
         result = DecodeResult()
+        ttft: float | None = None
         for item in self.decoder.decode(prompt, request, stop, tools):
             if isinstance(item, DecodeResult):
                 result = item
             elif item:
+                if ttft is None:
+                    ttft = time.monotonic() - began
                 pieces.append(item)
                 if shown := visible.feed(item):
                     yield TextDelta(shown)
         if rest := visible.flush():
             yield TextDelta(rest)
-        message = parse_output("".join(pieces))
+        raw = "".join(pieces)
+        parsed = fmt.parse(raw)
+        message = parsed.message
         reason = "tool_calls" if message.tool_calls else result.finish_reason
-        yield Completion(message=message, finish_reason=reason, usage=result.usage)
+        yield Completion(
+            message=message,
+            finish_reason=reason,
+            usage=result.usage,
+            raw_text=raw,
+            parse_error=fmt.repair_hint([t.function.name for t in tools or []])
+            if parsed.error
+            else None,
+            ttft_s=ttft,
+        )

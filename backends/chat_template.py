@@ -31,6 +31,7 @@ from typing import Any
 
 from agent.errors import UserError
 from agent.messages import AssistantMessage, Message, ToolSpec
+from backends.tool_format import ToolCallFormat, format_for_template
 
 BUILTIN_TEMPLATE = "chatml_tools.jinja"
 CHATML_END = "<|im_end|>"
@@ -83,6 +84,11 @@ class ChatTemplate:
     def uses_builtin(self) -> bool:
         """True when conversations with tools are rendered with the built-in ChatML template."""
         return self._own is None or not self.supports_tools
+
+    @property
+    def tool_format(self) -> ToolCallFormat:
+        """The format tool calls are written in with this template (parsed back the same way)."""
+        return format_for_template(self.source, self.uses_builtin)
 
     @property
     def stop_strings(self) -> list[str]:

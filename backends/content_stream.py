@@ -7,13 +7,16 @@ the next piece says whether it is.
 
 from __future__ import annotations
 
-from backends.parsing import OPEN
+from backends.stop_text import partial_suffix
 
 
 class ContentStream:
-    """Feed generated pieces in; get back the part a user should see as it streams."""
+    """Feed generated pieces in; get back the part a user should see as it streams.
 
-    def __init__(self, tag: str = OPEN) -> None:
+    ``tag`` is the tool-call format's opening tag (:meth:`ToolCallFormat.stream` makes one).
+    """
+
+    def __init__(self, tag: str) -> None:
         self.tag = tag
         self._held = ""
         self._in_call = False
@@ -28,7 +31,7 @@ class ContentStream:
             self._in_call = True
             self._held = ""
             return text[:at]
-        keep = self._partial_tag_length(text)
+        keep = partial_suffix(text, self.tag)
         self._held = text[len(text) - keep :] if keep else ""
         return text[: len(text) - keep]
 
@@ -36,10 +39,3 @@ class ContentStream:
         """What was held back, once generation has ended without a tool call."""
         held, self._held = self._held, ""
         return "" if self._in_call else held
-
-    def _partial_tag_length(self, text: str) -> int:
-        """Length of the longest suffix of ``text`` that is a proper prefix of the tag."""
-        for size in range(min(len(self.tag) - 1, len(text)), 0, -1):
-            if text.endswith(self.tag[:size]):
-                return size
-        return 0

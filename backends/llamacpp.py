@@ -15,7 +15,8 @@ every later token must keep it valid:
 where JSON is the GBNF that llama.cpp's own converter makes from
 :func:`backends.tool_grammar.tool_call_schema` (one of the offered tools by name, with
 arguments valid for its schema), its whitespace pinned to the layout the chat template
-writes back, so a generated call re-renders to the same text. When the grammar is complete
+writes back, so a generated call re-renders to the same text. The tags and the grammar come
+from the template's tool-call format (:mod:`backends.tool_format`). When the grammar is complete
 only an end-of-turn token is allowed, so text before a call is free and nothing follows the
 calls. With
 ``tool_choice="required"`` the same grammar is applied from the first token, so the reply is
@@ -37,7 +38,6 @@ from __future__ import annotations
 import atexit
 import codecs
 import os
-import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,11 +49,12 @@ from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.base import DecodeResult, LocalBackend
 from backends.chat_template import ChatTemplate
 from backends.default_model import INSTALL_HINT, check_gguf, default_model_path
-from backends.tool_grammar import OPEN, tool_call_schema_json
+from backends.stop_text import StopStringMatcher
+from backends.tool_format import HERMES, ToolCallFormat
+from backends.tool_grammar import tool_call_schema_json
 
 DEFAULT_N_CTX = 8192
 MAX_PARALLEL_CALLS = 8
-TRIGGER_PATTERN = r"[\s\S]*?(" + re.escape(OPEN) + r")[\s\S]*"
 # Sampling defaults for settings a request leaves unset (llama.cpp's own defaults).
 DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P, DEFAULT_MIN_P = 0.8, 40, 0.95, 0.05
 _RANDOM_SEED = 0xFFFFFFFF  # llama.cpp draws a seed
@@ -67,7 +68,7 @@ class _Loaded:
 
 _MODELS: dict[tuple[str, int, int, bool], _Loaded] = {}
 _MODELS_LOCK = threading.Lock()
-_GRAMMARS: dict[tuple[str, int], str] = {}
+_GRAMMARS: dict[tuple[str, str, int], str] = {}
 
 
 def _import_llama_cpp() -> Any:
@@ -146,28 +147,11 @@ def default_extra_buffers() -> bool:
     return "amx_tile" not in cpuinfo
 
 
-def tool_call_gbnf(tools: list[ToolSpec], max_calls: int = 1) -> str:
-    """GBNF for one to ``max_calls`` ``<tool_call>`` blocks to the offered tools.
-
-    The JSON is pinned to the layout the chat template writes back (``json.dumps``: ``", "``
-    and ``": "`` between items, no other whitespace), so the assistant turn the model generated
-    is the same text as that turn re-rendered in the next prompt, and its KV cache is reused.
-    """
-    schema = tool_call_schema_json(tools)
-    key = (schema, max_calls)
+def tool_call_gbnf(fmt: ToolCallFormat, tools: list[ToolSpec], max_calls: int = 1) -> str:
+    """The format's GBNF for these tools, cached (llama.cpp's converter is slow)."""
+    key = (fmt.name, tool_call_schema_json(tools, fmt.arguments_key), max_calls)
     if key not in _GRAMMARS:
-        from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-        json_rules = json_schema_to_gbnf(schema)
-        json_rules = re.sub(r"^root ::=", "clawloop-call-json ::=", json_rules, flags=re.M)
-        json_rules = json_rules.replace('"," space', '", "').replace('":" space', '": "')
-        json_rules = re.sub(r"^space ::= .*$", 'space ::= ""', json_rules, flags=re.M)
-        more = f" (clawloop-sep clawloop-call){{0,{max_calls - 1}}}" if max_calls > 1 else ""
-        _GRAMMARS[key] = (
-            f"root ::= clawloop-call{more}\n"
-            f'clawloop-call ::= "{OPEN}\\n" clawloop-call-json "\\n</tool_call>"\n'
-            'clawloop-sep ::= "\\n"\n' + json_rules
-        )
+        _GRAMMARS[key] = fmt.gbnf(tools, max_calls)
     return _GRAMMARS[key]
 
 
@@ -182,8 +166,10 @@ class LlamaCppDecoder:
         seed: int | None = None,
         tool_first: bool = False,
         extra_buffers: bool | None = None,
+        tool_format: ToolCallFormat = HERMES,
     ) -> None:
         self.model_path = model_path
+        self.tool_format = tool_format
         self.n_ctx = n_ctx or _model_context(model_path)
         self.threads = threads or _cores()
         self.seed = seed
@@ -216,7 +202,7 @@ class LlamaCppDecoder:
         llm.eval(tokens[cached:])
         sampler = self._sampler(llm, request, tools)
         budget = min(request.max_tokens or n_ctx, n_ctx - len(tokens))
-        text = _StopText(stop)
+        text = StopStringMatcher(stop)
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         finish, generated = "length", 0
         while generated < budget:
@@ -225,7 +211,7 @@ class LlamaCppDecoder:
             if _is_eog(llm, token):
                 finish = "stop"
                 break
-            piece, stopped = text.push(utf8.decode(llm.detokenize([token])))
+            piece, stopped = text.feed(utf8.decode(llm.detokenize([token])))
             if piece:
                 yield piece
             if stopped:
@@ -233,7 +219,7 @@ class LlamaCppDecoder:
                 break
             llm.eval([token])
         if not text.stopped:
-            rest = text.push(utf8.decode(b"", final=True))[0] + text.flush()
+            rest = text.feed(utf8.decode(b"", final=True))[0] + text.flush()
             if rest:
                 yield rest  # text held back for a stop string that never came
         usage = Usage(prompt_tokens=len(tokens), completion_tokens=generated, cached_tokens=cached)
@@ -253,12 +239,13 @@ class LlamaCppDecoder:
         sampler = LlamaSampler()
         if tools:
             parallel = (request.model_extra or {}).get("parallel_tool_calls") is True
-            gbnf = tool_call_gbnf(tools, MAX_PARALLEL_CALLS if parallel else 1)
+            fmt = self.tool_format
+            gbnf = tool_call_gbnf(fmt, tools, MAX_PARALLEL_CALLS if parallel else 1)
             grammar = LlamaGrammar.from_string(gbnf, verbose=False)
             if self._required(request):
                 sampler.add_grammar(llm._model, grammar)
             else:
-                sampler.add_grammar_lazy_patterns(llm._model, grammar, [TRIGGER_PATTERN], [])
+                sampler.add_grammar_lazy_patterns(llm._model, grammar, [fmt.trigger_pattern], [])
         temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
         if temperature <= 0:
             sampler.add_greedy()
@@ -298,39 +285,6 @@ def _is_eog(llm: Any, token: int) -> bool:
     return bool(llama_cpp.llama_vocab_is_eog(llm._model.vocab, token))
 
 
-class _StopText:
-    """Holds back text that may be the start of a stop string; cuts at the first stop string."""
-
-    def __init__(self, stops: list[str]) -> None:
-        self.stops = [s for s in stops if s]
-        self.pending = ""
-        self.stopped = False
-
-    def push(self, piece: str) -> tuple[str, bool]:
-        self.pending += piece
-        cut = min((i for s in self.stops if (i := self.pending.find(s)) >= 0), default=-1)
-        if cut >= 0:
-            out, self.pending = self.pending[:cut], ""
-            self.stopped = True
-            return out, True
-        hold = max((_overlap(self.pending, s) for s in self.stops), default=0)
-        out = self.pending[: len(self.pending) - hold]
-        self.pending = self.pending[len(out) :]
-        return out, False
-
-    def flush(self) -> str:
-        out, self.pending = self.pending, ""
-        return out
-
-
-def _overlap(text: str, stop: str) -> int:
-    """Length of the longest suffix of ``text`` that is a proper prefix of ``stop``."""
-    for n in range(min(len(text), len(stop) - 1), 0, -1):
-        if text.endswith(stop[:n]):
-            return n
-    return 0
-
-
 def _cores() -> int:
     """The CPU cores this process may run on."""
     try:
@@ -361,5 +315,8 @@ def make_llamacpp_backend(
     """A LocalBackend on a GGUF file (the bundled SmolLM2-135M-Instruct by default)."""
     _import_llama_cpp()
     path = default_model_path() if model is None else check_gguf(Path(model))
-    decoder = LlamaCppDecoder(path, n_ctx, threads, seed, tool_first, extra_buffers)
-    return LocalBackend("llamacpp", ChatTemplate.from_gguf(path), decoder)
+    template = ChatTemplate.from_gguf(path)
+    decoder = LlamaCppDecoder(
+        path, n_ctx, threads, seed, tool_first, extra_buffers, template.tool_format
+    )
+    return LocalBackend("llamacpp", template, decoder)

@@ -1,26 +1,29 @@
 """Parse a local model's raw output into an assistant message: text and tool calls.
 
-Tool calls are written the way the built-in ChatML template asks (Hermes / Qwen2.5 style)::
+The tags come from the tool-call format (:mod:`backends.tool_format`); with the Hermes format
+a call is written as the built-in ChatML template asks (Qwen2.5 style)::
 
     <tool_call>
     {"name": "read", "arguments": {"path": "notes.txt"}}
     </tool_call>
 
+An empty closing tag means a call runs to the end of the output (Mistral, Llama 3).
 Accepted as well: an unterminated last block (generation stopped before ``</tool_call>``),
 a JSON list of calls inside one block, ``arguments`` given as a JSON string instead of an
 object, ``parameters`` for ``arguments`` (Llama 3's spelling), and a bare JSON call object
 as the whole output. Text outside the blocks is the message content.
 
 Nothing here raises on model output, and nothing malformed is repaired by guessing: a block
-whose JSON is broken still becomes a tool call, with the name if one can be read (else ``""``)
-and the block's raw text as its arguments, so the loop's validation tells the model exactly
-what was wrong and it can try again.
+whose JSON is broken but whose tool name can be read becomes a call with the block's raw text as
+its arguments, so the loop's validation tells the model exactly what was wrong; a block with no
+readable name is reported in :attr:`ParsedOutput.error`, and the loop asks the model again.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from agent.messages import AssistantMessage, ToolCall
@@ -30,31 +33,45 @@ CLOSE = "</tool_call>"
 _NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
-def parse_output(text: str) -> AssistantMessage:
+@dataclass(slots=True)
+class ParsedOutput:
+    """The message read from generated text, and why any call markup could not be read."""
+
+    message: AssistantMessage
+    error: str | None = None  # set when a call block held no readable tool name
+
+
+def parse_output(text: str, open_tag: str = OPEN, close_tag: str = CLOSE) -> ParsedOutput:
     """The assistant message a model's raw output text stands for."""
     content_parts: list[str] = []
     calls: list[ToolCall] = []
+    unreadable: list[ToolCall] = []
     pos = 0
     while True:
-        start = text.find(OPEN, pos)
+        start = text.find(open_tag, pos)
         if start < 0:
             content_parts.append(text[pos:])
             break
         content_parts.append(text[pos:start])
-        body_start = start + len(OPEN)
-        end = text.find(CLOSE, body_start)
+        body_start = start + len(open_tag)
+        end = text.find(close_tag, body_start) if close_tag else -1
         body = text[body_start:] if end < 0 else text[body_start:end]
-        calls.extend(_calls_from_block(body))
+        for call in _calls_from_block(body):
+            (calls if call.function.name else unreadable).append(call)
         if end < 0:
             break
-        pos = end + len(CLOSE)
+        pos = end + len(close_tag)
     content = "".join(content_parts).strip()
+    error = None
+    if unreadable:
+        raw = unreadable[0].function.arguments
+        error = f"no tool name could be read from the call {raw[:200]!r}"
     if not calls:
-        bare = _bare_call(text)
+        bare = _bare_call(text) if not unreadable else None
         if bare is not None:
-            return AssistantMessage(content=None, tool_calls=[bare])
-        return AssistantMessage(content=content)
-    return AssistantMessage(content=content or None, tool_calls=calls)
+            return ParsedOutput(AssistantMessage(content=None, tool_calls=[bare]))
+        return ParsedOutput(AssistantMessage(content=content), error)
+    return ParsedOutput(AssistantMessage(content=content or None, tool_calls=calls), error)
 
 
 def _calls_from_block(body: str) -> list[ToolCall]:

@@ -1,9 +1,9 @@
 """The JSON schema of one tool call, built from the offered tools.
 
 A call is ``{"name": NAME, "arguments": ARGS}`` where NAME is one of the tools' names and ARGS
-is valid for that tool's parameter schema. Grammar-constrained decoders compile this schema
-(the llama.cpp backend to GBNF; other engines to their own grammar format) so that a call, once
-started, can only be a well-formed call to a real tool.
+is valid for that tool's parameter schema. The tool-call format (:mod:`backends.tool_format`)
+compiles this schema to its grammars, so that a call, once started, can only be a well-formed
+call to a real tool.
 """
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ from typing import Any
 
 from agent.messages import ToolSpec
 
-OPEN = "<tool_call>"
-CLOSE = "</tool_call>"
 
-
-def tool_call_schema(tools: list[ToolSpec]) -> dict[str, Any]:
-    """``anyOf`` over the tools of ``{"name": {"const": NAME}, "arguments": PARAMS}``.
+def tool_call_schema(tools: list[ToolSpec], arguments_key: str = "arguments") -> dict[str, Any]:
+    """``anyOf`` over the tools of ``{"name": {"const": NAME}, ARGUMENTS_KEY: PARAMS}``.
 
     Each tool's ``$defs`` are moved to the top level under ``NAME.DEF`` (with its ``$ref``s
     rewritten), since a ``$ref`` like ``#/$defs/X`` is relative to the document root.
@@ -43,8 +40,8 @@ def tool_call_schema(tools: list[ToolSpec]) -> dict[str, Any]:
         alternatives.append(
             {
                 "type": "object",
-                "properties": {"name": {"const": name}, "arguments": params},
-                "required": ["name", "arguments"],
+                "properties": {"name": {"const": name}, arguments_key: params},
+                "required": ["name", arguments_key],
                 "additionalProperties": False,
             }
         )
@@ -54,9 +51,9 @@ def tool_call_schema(tools: list[ToolSpec]) -> dict[str, Any]:
     return schema
 
 
-def tool_call_schema_json(tools: list[ToolSpec]) -> str:
+def tool_call_schema_json(tools: list[ToolSpec], arguments_key: str = "arguments") -> str:
     """:func:`tool_call_schema` as compact JSON text, key order kept (grammars follow it)."""
-    return json.dumps(tool_call_schema(tools), separators=(",", ":"))
+    return json.dumps(tool_call_schema(tools, arguments_key), separators=(",", ":"))
 
 
 def _rewrite_refs(node: Any, renamed: dict[str, str]) -> Any:

@@ -51,6 +51,7 @@ class Settings(BaseModel):
 
     backend: str = "llamacpp"
     model: str | None = None
+    prompt: str = "default"
     workspace: Path = Field(default_factory=Path.cwd)
     max_steps: int = Field(default=12, ge=1)
     time_budget: float | None = Field(default=None, gt=0)
@@ -65,6 +66,10 @@ class Settings(BaseModel):
     @property
     def sessions_dir(self) -> Path:
         return self.data_dir / "sessions"
+
+    @property
+    def traces_dir(self) -> Path:
+        return self.data_dir / "traces"
 
     @property
     def audit_path(self) -> Path:
@@ -82,6 +87,7 @@ class Settings(BaseModel):
 ENV_VARS: dict[str, str] = {
     "CLAWLOOP_BACKEND": "backend",
     "CLAWLOOP_MODEL": "model",
+    "CLAWLOOP_PROMPT": "prompt",
     "CLAWLOOP_WORKSPACE": "workspace",
     "CLAWLOOP_MAX_STEPS": "max_steps",
     "CLAWLOOP_TIME_BUDGET": "time_budget",

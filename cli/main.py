@@ -57,11 +57,15 @@ def _mount_optional_groups() -> None:
     """Groups whose modules depend on other packages' files."""
     from cli.audit_cmd import audit
     from cli.engine_cmd import engine_app
+    from cli.eval_cmd import evaluate
     from cli.tools_cmd import tools_app
+    from cli.traces_cmd import traces_app
 
     app.add_typer(tools_app, name="tools")
     app.command("audit")(audit)
     app.add_typer(engine_app, name="engine")
+    app.command("eval")(evaluate)
+    app.add_typer(traces_app, name="traces")
 
 
 _mount_optional_groups()

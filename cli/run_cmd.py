@@ -15,7 +15,7 @@ from agent.session import Session
 from cli.approvals import choose_approver
 from cli.config import Settings, load_settings
 from cli.render import JsonRenderer, Renderer, TerminalRenderer
-from cli.wiring import build_backend, build_loop, build_toolbox, open_session
+from cli.wiring import build_backend, build_loop, build_toolbox, open_session, run_traced
 
 err_console = Console(stderr=True, highlight=False)
 
@@ -107,7 +107,9 @@ def _prepare(settings: Settings, script: Path | None, yes: bool, as_json: bool) 
     return build_loop(settings, backend, toolbox)
 
 
-def _drive(loop: AgentLoop, session: Session, task: str, renderer: Renderer) -> bool:
+def _drive(
+    settings: Settings, loop: AgentLoop, session: Session, task: str, renderer: Renderer
+) -> bool:
     """Run one task; Ctrl-C stops it cleanly (what was said is already on disk)."""
     final = False
     previous = signal.getsignal(signal.SIGINT)
@@ -117,7 +119,7 @@ def _drive(loop: AgentLoop, session: Session, task: str, renderer: Renderer) -> 
 
     signal.signal(signal.SIGINT, interrupt)
     try:
-        for event in loop.run(session, task):
+        for event in run_traced(settings, loop, session, task):
             renderer.show(event)
             final = final or isinstance(event, FinalEvent)
     finally:
@@ -148,7 +150,7 @@ def run(
     loop = _prepare(settings, script, yes, json_out)
     name, conversation = open_session(settings, session)
     renderer: Renderer = JsonRenderer() if json_out else TerminalRenderer(session_name=name)
-    ok = _drive(loop, conversation, task, renderer)
+    ok = _drive(settings, loop, conversation, task, renderer)
     raise typer.Exit(0 if ok else 1)
 
 
@@ -181,4 +183,4 @@ def chat(
         if line.strip() in ("/exit", "/quit"):
             break
         if line.strip():
-            _drive(loop, conversation, line, TerminalRenderer(console))
+            _drive(settings, loop, conversation, line, TerminalRenderer(console))

@@ -5,16 +5,20 @@ from __future__ import annotations
 import datetime as dt
 import os
 import secrets
+from collections.abc import Iterator
 from typing import Any
 
 from agent.backend import Backend
 from agent.errors import UserError
-from agent.loop import AgentLoop, Decoding, LoopLimits
+from agent.events import Event
+from agent.loop import AgentLoop, Decoding, LoopLimits, new_run_id
 from agent.plugins import collect, plugin_manager
 from agent.prompts import load_prompt
 from agent.session import Session, check_session_name
 from agent.tools import Toolbox
+from agent.trace import TraceWriter, traced
 from cli.config import Settings
+from sandbox.secrets import Redactor, find_secrets
 from skills.guard import Approver
 
 
@@ -57,10 +61,12 @@ def build_toolbox(settings: Settings, approver: Approver) -> Toolbox:
 def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentLoop:
     """The agent loop with the settings' limits and decoding."""
     d = settings.decoding
+    prompt = load_prompt(settings.prompt)
     return AgentLoop(
         backend=backend,
         toolbox=toolbox,
-        system_prompt=load_prompt("system"),
+        system_prompt=prompt.text,
+        prompt_label=prompt.label,
         limits=LoopLimits(
             max_steps=settings.max_steps,
             time_budget_s=settings.time_budget,
@@ -91,3 +97,33 @@ def open_session(settings: Settings, name: str | None) -> tuple[str, Session]:
             "(set CLAWLOOP_DATA_DIR to a writable folder)"
         ) from None
     return name, Session.open(path)
+
+
+def redactor(settings: Settings) -> Redactor:
+    """Removes every configured secret and credential variable from text."""
+    return Redactor(find_secrets(settings.model_dump(), os.environ))
+
+
+def run_traced(
+    settings: Settings,
+    loop: AgentLoop,
+    session: Session,
+    task: str,
+    extra: dict[str, Any] | None = None,
+    run_id: str | None = None,
+) -> Iterator[Event]:
+    """``loop.run`` with its trace written to the traces folder as it goes."""
+    run_id = run_id or new_run_id()
+    writer = TraceWriter(settings.traces_dir, run_id, redactor(settings).redact)
+
+    def start() -> None:
+        writer.start(
+            prompt=loop.prompt_label,
+            backend=getattr(loop.backend, "name", settings.backend),
+            model=settings.model,
+            messages=list(session.messages),
+            tools=loop.toolbox.specs(),
+            extra={"task": task, "workspace": str(settings.workspace), **(extra or {})},
+        )
+
+    return traced(loop.run(session, task, run_id=run_id), writer, start)

@@ -51,7 +51,7 @@ def test_top_level_names_are_the_six_packages(wheel: Path) -> None:
 
 def test_prompts_ship_inside_the_wheel(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
-        assert "agent/prompts/system.md" in zf.namelist()
+        assert "agent/prompts/default.md" in zf.namelist()
 
 
 def test_help_does_not_import_torch() -> None:

@@ -15,6 +15,7 @@ from agent.errors import ConfigError, UserError
 from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.engine.llm_engine import GenerationDelta, LLMEngine
 from backends.engine.params import SamplingParams
+from backends.tool_format import HERMES, ToolCallFormat
 
 if TYPE_CHECKING:
     from backends.base import DecodeResult, LocalBackend
@@ -44,10 +45,17 @@ def sampling_params_for(request: ChatRequest, stop: list[str]) -> SamplingParams
 class EngineDecoder:
     """Prefill + decode through the engine; tool calls are constrained when tools are offered."""
 
-    def __init__(self, engine: LLMEngine, tokenizer: Any, constraints: Any | None = None) -> None:
+    def __init__(
+        self,
+        engine: LLMEngine,
+        tokenizer: Any,
+        constraints: Any | None = None,
+        tool_format: ToolCallFormat = HERMES,
+    ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
         self.constraints = constraints  # a ConstraintFactory, or None to decode unconstrained
+        self.tool_format = tool_format
 
     def decode(
         self, prompt: str, request: ChatRequest, stop: list[str], tools: list[ToolSpec] | None
@@ -57,10 +65,8 @@ class EngineDecoder:
         params = sampling_params_for(request, stop)
         constraint = None
         if tools and self.constraints is not None:
-            if request.tool_choice == "required":
-                constraint = self.constraints.for_tools(tools, required=True)
-            else:
-                constraint = self.constraints.for_tools(tools)
+            required = request.tool_choice == "required"
+            constraint = self.constraints.for_tools(tools, required=required, fmt=self.tool_format)
         stream = self.engine.submit(self.tokenizer.encode(prompt), params, constraint)
         try:
             for item in stream:
@@ -112,9 +118,8 @@ def make_engine_backend(
     template = ChatTemplate(
         source=tokenizer.chat_template, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token
     )
-    return LocalBackend(
-        f"engine:{path.name}", template, EngineDecoder(engine, tokenizer, constraints)
-    )
+    decoder = EngineDecoder(engine, tokenizer, constraints, template.tool_format)
+    return LocalBackend(f"engine:{path.name}", template, decoder)
 
 
 def _dtype(torch: Any, name: str | None) -> Any:

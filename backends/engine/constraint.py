@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.errors import UserError
+from backends.tool_format import HERMES, ToolCallFormat
 
 if TYPE_CHECKING:
     import tokenizers
@@ -34,14 +35,11 @@ if TYPE_CHECKING:
 
     from agent.messages import ToolSpec
 
-TRIGGER = "<tool_call>"
-END = "</tool_call>"
 _INSTALL = "pip install 'clawloop[engine]'  (or: pip install xgrammar)"
 # Compiled grammars kept per factory; an agent uses a handful of tool sets.
 _CACHE_SIZE = 32
 # Consecutive whitespace allowed inside the JSON: enough for pretty-printing, not for the endless
 # newline runs small models fall into.
-_MAX_WHITESPACE = 16
 
 
 class TokenizerSource(Protocol):
@@ -97,19 +95,24 @@ class ConstraintFactory:
         self._cache: OrderedDict[str, xgrammar.CompiledGrammar] = OrderedDict()
 
     def for_tools(
-        self, tools: Sequence[ToolSpec] | None, *, required: bool = False
+        self,
+        tools: Sequence[ToolSpec] | None,
+        *,
+        required: bool = False,
+        fmt: ToolCallFormat = HERMES,
     ) -> TokenConstraint | None:
         """A fresh constraint for a request offering ``tools``; None when there are none.
 
-        ``required`` (tool_choice "required") makes at least one tool call mandatory.
+        ``required`` (tool_choice "required") makes at least one tool call mandatory; ``fmt`` is
+        the chat template's tool-call format, whose structural tag is compiled.
         """
         if not tools:
             return None
         specs = [_tool_dict(t) for t in tools]
-        key = json.dumps([specs, required], sort_keys=True)
+        key = json.dumps([specs, required, fmt.name], sort_keys=True)
         compiled = self._cache.get(key)
         if compiled is None:
-            compiled = self._compile(specs, required)
+            compiled = self._compile(specs, required, fmt)
             self._cache[key] = compiled
             if len(self._cache) > _CACHE_SIZE:
                 self._cache.popitem(last=False)
@@ -117,10 +120,12 @@ class ConstraintFactory:
             self._cache.move_to_end(key)
         return TokenConstraint(compiled, self.stop_token_ids)
 
-    def _compile(self, specs: list[dict[str, Any]], required: bool) -> xgrammar.CompiledGrammar:
+    def _compile(
+        self, specs: list[dict[str, Any]], required: bool, fmt: ToolCallFormat
+    ) -> xgrammar.CompiledGrammar:
         xgr = _xgrammar()
         try:
-            return self._compiler.compile_structural_tag(tool_call_structural_tag(specs, required))
+            return self._compiler.compile_structural_tag(fmt.structural_tag(specs, required))
         except (RuntimeError, ValueError, xgr.InvalidJSONError, xgr.InvalidStructuralTagError):
             pass
         # Some schema is beyond xgrammar (or malformed): keep the call's shape and the tool name,
@@ -137,27 +142,7 @@ class ConstraintFactory:
                 )
                 spec = {**spec, "parameters": {"type": "object"}}
             fixed.append(spec)
-        return self._compiler.compile_structural_tag(tool_call_structural_tag(fixed, required))
-
-
-def tool_call_structural_tag(specs: list[dict[str, Any]], required: bool = False) -> str:
-    """xgrammar structural tag (JSON): free text, and after ``<tool_call>`` one of the tools."""
-    tags = [
-        {
-            "type": "tag",
-            "begin": f'{TRIGGER}{newline}{{"name": {json.dumps(spec["name"])}, "arguments": ',
-            "content": {
-                "type": "json_schema",
-                "json_schema": spec["parameters"],
-                "max_whitespace_cnt": _MAX_WHITESPACE,
-            },
-            "end": [f"}}\n{END}", f"}}{END}"],
-        }
-        for spec in specs
-        for newline in ("\n", "")
-    ]
-    fmt = {"type": "triggered_tags", "triggers": [TRIGGER], "tags": tags, "at_least_one": required}
-    return json.dumps({"type": "structural_tag", "format": fmt})
+        return self._compiler.compile_structural_tag(fmt.structural_tag(fixed, required))
 
 
 def build_tokenizer_info(

@@ -21,7 +21,7 @@ from agent.messages import (
     UserMessage,
 )
 from backends.chat_template import ChatTemplate, builtin_source, template_message
-from backends.parsing import parse_output
+from backends.tool_format import HERMES
 
 # A tool-aware template in the style of Qwen2.5's: tools as JSON, arguments through `| tojson`
 # (so they must arrive decoded), consecutive tool results grouped into one user turn.
@@ -75,7 +75,7 @@ def test_builtin_tool_calls_parse_back(conversation: list[Message], tools: list[
     replies = [m for m in conversation if isinstance(m, AssistantMessage)]
     assert len(turns) == len(replies)
     for turn, reply in zip(turns, replies, strict=True):
-        parsed = parse_output(turn.split("<|im_end|>")[0])
+        parsed = HERMES.parse(turn.split("<|im_end|>")[0]).message
         assert parsed.content == reply.content
         got = [(c.function.name, json.loads(c.function.arguments)) for c in parsed.tool_calls or []]
         want = [(c.function.name, json.loads(c.function.arguments)) for c in reply.tool_calls or []]
@@ -264,3 +264,14 @@ def test_builtin_prefixes_hold_for_any_conversation(
     # Message text is data, never template code.
     for message in conversation:
         assert (message.content or "") in renders[-1]
+
+
+def test_builtin_template_writes_calls_in_the_hermes_layout():
+    """The built-in template is plain Jinja (Hugging Face renders it too), so it spells the
+    call layout out itself; it must be exactly the format's own rendering."""
+    call = AssistantMessage(
+        content=None, tool_calls=[ToolCall.make("files_read", {"path": "ä b.txt", "limit": 3})]
+    )
+    text = ChatTemplate(None).render([UserMessage(content="q"), call], add_generation_prompt=False)
+    expected = HERMES.render_call("files_read", '{"path": "ä b.txt", "limit": 3}')
+    assert f"<|im_start|>assistant\n{expected}<|im_end|>" in text

@@ -11,12 +11,12 @@ from agent.backend import Completion, TextDelta
 from agent.messages import ChatRequest, UserMessage
 from backends.base import DecodeResult, LocalBackend
 from backends.chat_template import ChatTemplate
-from backends.content_stream import ContentStream
 from backends.parsing import OPEN
+from backends.tool_format import HERMES
 
 
 def stream(pieces: list[str]) -> str:
-    visible = ContentStream()
+    visible = HERMES.stream()
     return "".join(visible.feed(p) for p in pieces) + visible.flush()
 
 
@@ -27,7 +27,7 @@ def test_text_before_a_call_is_shown_and_the_call_is_not() -> None:
 
 
 def test_a_partial_tag_that_turns_out_to_be_text_is_released() -> None:
-    visible = ContentStream()
+    visible = HERMES.stream()
     assert visible.feed("a <tool") == "a "
     assert visible.feed("box> b") == "<toolbox> b"
     assert visible.feed(" <") == " "

@@ -28,7 +28,8 @@ from agent.session import Session
 from agent.tools import Toolbox, function_tool
 from agent.validation import check_call
 from backends.base import LocalBackend
-from backends.llamacpp import LlamaCppDecoder, _overlap, _StopText
+from backends.llamacpp import LlamaCppDecoder
+from backends.stop_text import StopStringMatcher, partial_suffix
 
 pytest.importorskip("llama_cpp")
 
@@ -60,13 +61,13 @@ def greedy(messages: list[Message], **kwargs: object) -> ChatRequest:
 
 
 def test_stop_text_holds_back_possible_stops():
-    stops = _StopText(["<|im_end|>", "STOP"])
-    assert stops.push("Hello <|im") == ("Hello ", False)
-    assert stops.push("_en") == ("", False)
-    assert stops.push("x and ST") == ("<|im_enx and ", False)
-    assert stops.push("OP more") == ("", True)
+    stops = StopStringMatcher(["<|im_end|>", "STOP"])
+    assert stops.feed("Hello <|im") == ("Hello ", False)
+    assert stops.feed("_en") == ("", False)
+    assert stops.feed("x and ST") == ("<|im_enx and ", False)
+    assert stops.feed("OP more") == ("", True)
     assert stops.stopped and stops.flush() == ""
-    assert _overlap("abcST", "STOP") == 2 and _overlap("abc", "STOP") == 0
+    assert partial_suffix("abcST", "STOP") == 2 and partial_suffix("abc", "STOP") == 0
 
 
 def test_tool_first_requires_a_call_only_to_start_a_turn(tmp_path: Path):
@@ -116,10 +117,12 @@ def test_plain_answer_matches_llama_cpp_itself(backend: LocalBackend):
         UserMessage(content="What is the capital of France?"),
     ]
     text, done = generate(backend, greedy(messages, max_tokens=24))
-    assert text == "The capital of France is Paris."
+    # No fixed text: with 4-bit weights the first token is a near tie ("The" / "La") whose
+    # winner depends on the CPU's kernels; what must hold is that we decode as llama.cpp does.
+    assert text.strip()
     assert done.message.content == text and done.message.tool_calls is None
-    assert done.finish_reason == "stop"
-    assert done.usage.prompt_tokens > 10 and 0 < done.usage.completion_tokens < 24
+    assert done.finish_reason in {"stop", "length"}
+    assert done.usage.prompt_tokens > 10 and 0 < done.usage.completion_tokens <= 24
     # llama-cpp-python's own completion API, same prompt, same greedy decoding.
     from backends.llamacpp import load_llama
 

@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 from agent.messages import AssistantMessage, ToolCall
 from agent.tools import Toolbox, function_tool
 from agent.validation import check_call
-from backends.parsing import CLOSE, OPEN, parse_output
+from backends.parsing import CLOSE, OPEN
+from backends.tool_format import HERMES, LLAMA3, MISTRAL, format_for_template
+
+
+def parse_output(text: str) -> AssistantMessage:
+    return HERMES.parse(text).message
 
 
 def calls_of(message: AssistantMessage) -> list[tuple[str, Any]]:
@@ -91,17 +96,45 @@ def test_bad_json_keeps_the_name_and_the_raw_text():
     assert calls_of(message) == [("read", ("raw", body))]
 
 
-def test_bad_json_without_a_name():
-    message = parse_output(f"{OPEN}call read please{CLOSE}")
-    assert calls_of(message) == [("", ("raw", "call read please"))]
-    message = parse_output(f"{OPEN}{CLOSE}")
-    assert calls_of(message) == [("", ("raw", ""))]
+def test_a_call_without_a_readable_name_is_a_parse_error_not_a_call():
+    for body in ("call read please", "", '{"tool": "read", "args": {}}'):
+        parsed = HERMES.parse(f"before {OPEN}{body}{CLOSE}")
+        assert parsed.message.tool_calls is None
+        assert parsed.message.content == "before"
+        assert parsed.error is not None and "no tool name" in parsed.error
 
 
-def test_json_that_is_not_a_call_is_not_guessed():
-    message = parse_output(f'{OPEN}{{"tool": "read", "args": {{}}}}{CLOSE}')
-    [(name, args)] = calls_of(message)
-    assert name == "" and args == {"tool": "read", "args": {}}
+def test_a_readable_call_next_to_an_unreadable_one_is_kept():
+    parsed = HERMES.parse(f'{OPEN}nonsense{CLOSE}{OPEN}{{"name": "a", "arguments": {{}}}}{CLOSE}')
+    assert calls_of(parsed.message) == [("a", {})]
+    assert parsed.error is not None
+
+
+def test_repair_hint_shows_the_format_and_the_tools():
+    hint = HERMES.repair_hint(["files_read", "shell"])
+    assert OPEN in hint and CLOSE in hint and "files_read, shell" in hint
+
+
+def test_other_formats_parse_their_own_layout():
+    mistral = MISTRAL.parse(
+        '[TOOL_CALLS][{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]'
+    )
+    assert calls_of(mistral.message) == [("a", {"x": 1}), ("b", {})]
+    llama = LLAMA3.parse('<|python_tag|>{"name": "weather", "parameters": {"city": "Oslo"}}')
+    assert calls_of(llama.message) == [("weather", {"city": "Oslo"})]
+
+
+def test_each_format_reads_back_the_call_it_renders():
+    for fmt in (HERMES, MISTRAL, LLAMA3):
+        text = "ok " + fmt.render_call("files_read", '{"path": "a b.txt"}')
+        assert calls_of(fmt.parse(text).message) == [("files_read", {"path": "a b.txt"})], fmt
+
+
+def test_the_format_is_chosen_with_the_template():
+    assert format_for_template(None, True) is HERMES
+    assert format_for_template("{{ '[TOOL_CALLS]' }} tools", False) is MISTRAL
+    assert format_for_template("<|python_tag|> tools", False) is LLAMA3
+    assert format_for_template("<tool_call> tools", False) is HERMES
 
 
 def test_malformed_calls_become_observations_for_the_model():
@@ -112,7 +145,6 @@ def test_malformed_calls_become_observations_for_the_model():
     toolbox = Toolbox([function_tool(read)])
     cases = {
         f'{OPEN}{{"name": "read", "arguments": {{"path": "a"{CLOSE}': "not valid JSON",
-        f"{OPEN}read a.txt{CLOSE}": "could not be read",
         f'{OPEN}{{"name": "write", "arguments": {{}}}}{CLOSE}': "no tool named 'write'",
         f'{OPEN}{{"name": "read", "arguments": {{"path": 3}}}}{CLOSE}': "invalid arguments",
         f'{OPEN}{{"name": "read", "arguments": [1]}}{CLOSE}': "must be a JSON object",

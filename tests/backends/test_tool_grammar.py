@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from agent.messages import ToolSpec
 from agent.tools import Toolbox, function_tool
+from backends.tool_format import HERMES, LLAMA3, MISTRAL
 from backends.tool_grammar import tool_call_schema
 
 
@@ -68,18 +69,17 @@ def test_defs_are_hoisted_and_refs_rewritten():
     if importlib.util.find_spec("llama_cpp"):
         from llama_cpp import LlamaGrammar
 
-        from backends.llamacpp import tool_call_gbnf
-
-        gbnf = tool_call_gbnf(specs)
+        gbnf = HERMES.gbnf(specs)
         assert "move-Point" in gbnf or "move.Point" in gbnf
         LlamaGrammar.from_string(gbnf, verbose=False)
 
 
 def test_gbnf_compiles_in_llama_cpp(tools: list[ToolSpec]):
     llama_cpp = pytest.importorskip("llama_cpp")
-    from backends.llamacpp import tool_call_gbnf
-
     for max_calls in (1, 4):
-        gbnf = tool_call_gbnf(tools, max_calls)
+        gbnf = HERMES.gbnf(tools, max_calls)
         assert gbnf.startswith("root ::= clawloop-call")
         llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
+    for fmt in (MISTRAL, LLAMA3):  # the other formats' grammars compile too
+        for max_calls in (1, 4):
+            llama_cpp.LlamaGrammar.from_string(fmt.gbnf(tools, max_calls), verbose=False)

@@ -68,10 +68,14 @@ def test_json_events_end_with_the_final_answer(tmp_path: Path, workspace: Path) 
     assert out.returncode == 0, out.stderr
     events = [json.loads(line) for line in out.stdout.splitlines()]
     kinds = [e["type"] for e in events]
-    assert kinds == ["tool_call", "tool_result", "usage", "final"]
-    assert events[1]["ok"] is True and "3 notes.txt" in events[1]["content"]
+    assert kinds == ["step", "tool_call", "tool_result", "step", "usage", "final"]
+    by_type = {e["type"]: e for e in events}
+    assert (
+        by_type["tool_result"]["ok"] is True and "3 notes.txt" in by_type["tool_result"]["content"]
+    )
     assert events[-1]["content"] == "notes.txt has 3 lines."
-    assert events[2]["steps"] == 2
+    assert by_type["usage"]["steps"] == 2
+    assert len({e["run_id"] for e in events}) == 1 and events[0]["run_id"]
 
 
 def test_terminal_output_shows_tool_panels_and_summary(tmp_path: Path, workspace: Path) -> None:

@@ -1,0 +1,126 @@
+"""Runs a suite's tasks through the real loop, skills and sandbox, each in a fresh workspace."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.backend import Backend
+from agent.events import ErrorEvent, FinalEvent, StepEvent, ToolCallEvent
+from agent.session import Session
+from agent.trace import grade_trace
+from cli.approvals import AutoApprover
+from cli.config import Settings
+from cli.evals.checks import failures
+from cli.evals.suite import Suite, Task
+from cli.wiring import build_loop, build_toolbox, run_traced
+
+
+@dataclass(slots=True)
+class TaskResult:
+    """One attempt at one task."""
+
+    task: str
+    variant: str
+    passed: bool
+    failures: list[str]
+    answer: str | None
+    steps: int = 0
+    tool_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    run_id: str = ""
+    error: str | None = None
+
+
+@dataclass
+class Variant:
+    """One arm of a comparison: a name and the settings it runs with."""
+
+    name: str
+    settings: Settings
+    backend: Backend
+    results: list[TaskResult] = field(default_factory=list)
+
+
+Progress = Callable[[TaskResult], None]
+
+
+def run_task(variant: Variant, suite: Suite, task: Task, attempt: int) -> TaskResult:
+    """One task in a fresh temporary workspace; the checks decide, and grade its trace."""
+    with tempfile.TemporaryDirectory(prefix=f"clawloop-eval-{task.id}-") as tmp:
+        workspace = Path(tmp)
+        for rel, content in task.files.items():
+            path = workspace / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content, encoding="utf-8")
+        workspace.chmod(0o755)
+        updates: dict[str, object] = {"workspace": workspace}
+        if task.max_steps is not None:
+            updates["max_steps"] = task.max_steps
+        settings = variant.settings.model_copy(update=updates)
+        # The workspace is thrown away afterwards, so calls that would ask are approved;
+        # deny rules still hold, and everything runs inside the OS sandbox.
+        toolbox = build_toolbox(settings, AutoApprover())
+        loop = build_loop(settings, variant.backend, toolbox)
+        result = TaskResult(task.id, variant.name, False, [], None)
+        began = time.monotonic()
+        extra = {"suite": suite.name, "task_id": task.id, "variant": variant.name}
+        for event in run_traced(
+            settings, loop, Session(), task.prompt, {**extra, "attempt": attempt}
+        ):
+            result.run_id = event.run_id or result.run_id
+            if isinstance(event, StepEvent):
+                result.steps += 1
+                result.prompt_tokens += event.prompt_tokens
+                result.completion_tokens += event.completion_tokens
+            elif isinstance(event, ToolCallEvent):
+                result.tool_calls += 1
+            elif isinstance(event, FinalEvent):
+                result.answer = event.content
+            elif isinstance(event, ErrorEvent):
+                result.error = f"{event.reason}: {event.message}"
+        result.seconds = time.monotonic() - began
+        result.failures = failures(task.check, workspace, result.answer, result.tool_calls)
+        if result.error and result.answer is None:
+            result.failures[:1] = [f"no final answer ({result.error})"]
+        result.passed = not result.failures
+    if result.run_id:
+        trace = settings.traces_dir / f"{result.run_id}.jsonl"
+        grade_trace(
+            trace, "good" if result.passed else "bad", by="check", note="; ".join(result.failures)
+        )
+    return result
+
+
+def run_suite(
+    suite: Suite,
+    variants: list[Variant],
+    repeat: int = 1,
+    jobs: int = 1,
+    progress: Progress | None = None,
+) -> None:
+    """Every task of ``suite`` ``repeat`` times for each variant; results land on the variants."""
+    lock = threading.Lock()
+
+    def one(variant: Variant, task: Task, attempt: int) -> None:
+        result = run_task(variant, suite, task, attempt)
+        with lock:
+            variant.results.append(result)
+            if progress is not None:
+                progress(result)
+
+    work = [(v, t, a) for v in variants for a in range(repeat) for t in suite.tasks]
+    if jobs <= 1:
+        for item in work:
+            one(*item)
+        return
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="clawloop-eval") as pool:
+        for future in [pool.submit(one, *item) for item in work]:
+            future.result()

@@ -1,0 +1,116 @@
+"""The task-suite format (YAML), validated at the edge.
+
+::
+
+    name: basic
+    tasks:
+      - id: count-lines
+        prompt: How many lines are in notes.txt?
+        files: {notes.txt: "a\\nb\\n"}
+        max_steps: 6            # optional
+        check:                  # every part given must hold
+          answer_regex: '\\b2\\b'  # searched in the final answer
+          files: {out.txt: 'x'} # the regex must match the whole file
+          absent: [old.txt]     # these paths must not exist
+          command: "test -d build"  # run in the workspace afterwards; exit 0 passes
+          max_calls: 0          # at most this many tool calls
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent.errors import UserError
+
+
+class Check(BaseModel):
+    """What must hold after a task's run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer_regex: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+    absent: list[str] = Field(default_factory=list)
+    command: str | None = None
+    max_calls: int | None = Field(default=None, ge=0)
+
+    @field_validator("answer_regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            re.compile(value)
+        return value
+
+    @field_validator("files")
+    @classmethod
+    def _file_regexes_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        for path, pattern in value.items():
+            _relative(path)
+            re.compile(pattern)
+        return value
+
+
+class Task(BaseModel):
+    """One task: a prompt, the workspace it starts from, and its check."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    prompt: str = Field(min_length=1)
+    files: dict[str, str] = Field(default_factory=dict)
+    max_steps: int | None = Field(default=None, ge=1)
+    check: Check
+
+    @field_validator("files")
+    @classmethod
+    def _paths_are_relative(cls, value: dict[str, str]) -> dict[str, str]:
+        for path in value:
+            _relative(path)
+        return value
+
+
+class Suite(BaseModel):
+    """A named list of tasks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    tasks: list[Task] = Field(min_length=1)
+
+    @field_validator("tasks")
+    @classmethod
+    def _unique_ids(cls, value: list[Task]) -> list[Task]:
+        seen: set[str] = set()
+        for task in value:
+            if task.id in seen:
+                raise ValueError(f"task id {task.id!r} is used twice")
+            seen.add(task.id)
+        return value
+
+
+def _relative(path: str) -> str:
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
+        raise ValueError(f"{path!r} must be a relative path inside the workspace")
+    return path
+
+
+def load_suite(path: Path) -> Suite:
+    """Read and validate a suite file; any problem is a UserError naming the file."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"no suite file {path}: give the path of a suite YAML file") from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    try:
+        return Suite.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise UserError(f"{path}: {where}: {first['msg']}") from None

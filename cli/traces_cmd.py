@@ -1,0 +1,162 @@
+"""`agent traces list / show / grade / export`: the runs the agent has made, and training data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from agent.errors import UserError
+from agent.trace import Trace, grade_trace, read_trace, trace_path
+from cli.config import load_settings
+from cli.trace_export import export
+
+traces_app = typer.Typer(
+    help="Traces of past runs: list, show, grade, export.", no_args_is_help=True
+)
+console = Console(highlight=False)
+
+
+def _folder() -> Path:
+    return load_settings().traces_dir
+
+
+def _all(folder: Path) -> list[Trace]:
+    files = (
+        sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+    )
+    return [read_trace(p) for p in files]
+
+
+@traces_app.command("list")
+def list_traces(
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Newest N traces.")] = 20,
+) -> None:
+    """The newest traces: id, time, outcome, grade, steps and the task."""
+    traces = _all(_folder())[-limit:]
+    if not traces:
+        console.print("no traces yet: every `agent run` leaves one")
+        return
+    table = Table()
+    for column in ("id", "started", "prompt", "outcome", "grade", "steps", "task"):
+        table.add_column(column)
+    for t in traces:
+        start, outcome = t.start, t.outcome or {}
+        table.add_row(
+            t.run_id,
+            str(start.get("time", ""))[:19],
+            str(start.get("prompt", "")),
+            str(outcome.get("outcome", "interrupted")),
+            t.grade or "",
+            str(len(t.of_type("step"))),
+            escape(str(start.get("task", ""))[:60]),
+        )
+    console.print(table)
+
+
+RunIdArg = Annotated[str, typer.Argument(help="A run id (a unique prefix will do).")]
+
+
+@traces_app.command("show")
+def show(
+    run_id: Annotated[str, typer.Argument(help="A run id (a unique prefix will do).")],
+) -> None:
+    """One run as a timeline: each model step, tool call, decision and result."""
+    trace = read_trace(trace_path(_folder(), run_id))
+    start = trace.start
+    console.print(
+        f"[bold]run {trace.run_id}[/bold]  prompt {start.get('prompt')}  "
+        f"backend {start.get('backend')}  {start.get('time', '')}"
+    )
+    console.print(f"[bold]task:[/bold] {escape(str(start.get('task', '')))}")
+    for record in trace.records:
+        _show_record(record)
+
+
+def _show_record(r: dict[str, Any]) -> None:
+    kind = r.get("type")
+    line = _RECORD_LINES.get(str(kind))
+    if line is not None:
+        console.print(f"[dim]{str(r.get('time', ''))[11:23]}[/dim] {line(r)}")
+    if kind == "step" and r.get("raw_text") is not None:
+        console.print(f"    [dim]raw:[/dim] {escape(r['raw_text'][:400])}")
+    if kind == "step" and r.get("parse_error"):
+        console.print(f"    [red]unreadable call:[/red] {escape(r['parse_error'])}")
+
+
+def _step_line(r: dict[str, Any]) -> str:
+    rate = f", {r['tokens_per_s']:.0f} tok/s" if r.get("tokens_per_s") else ""
+    ttft = f", first token {r['ttft_s'] * 1000:.0f} ms" if r.get("ttft_s") is not None else ""
+    return (
+        f"[cyan]step {r.get('step')}[/cyan] {r.get('messages')} messages, "
+        f"{r.get('prompt_tokens')} prompt tokens ({r.get('cached_tokens')} cached), "
+        f"{r.get('completion_tokens')} generated{ttft}{rate}, finish {r.get('finish_reason')}"
+    )
+
+
+def _call_line(r: dict[str, Any]) -> str:
+    fn = r["call"]["function"]
+    return f"  [yellow]call[/yellow] {fn['name']}({escape(fn['arguments'][:200])})"
+
+
+def _result_line(r: dict[str, Any]) -> str:
+    mark = "[green]ok[/green]" if r.get("ok") else "[red]error[/red]"
+    who = ""
+    if r.get("decision"):
+        who = f" [dim]{r['decision']} by {escape(str(r.get('decided_by')))}[/dim]"
+    return f"  {mark}{who} {r.get('seconds', 0):.2f} s: {escape(r['content'][:300])}"
+
+
+_RECORD_LINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "step": _step_line,
+    "tool_call": _call_line,
+    "tool_result": _result_line,
+    "final": lambda r: f"[bold green]answer:[/bold green] {escape(r['content'])}",
+    "error": lambda r: f"[bold red]stopped ({r.get('reason')}):[/bold red] {escape(r['message'])}",
+    "outcome": lambda r: f"outcome: {r.get('outcome')}",
+    "grade": lambda r: (
+        f"graded [bold]{r.get('grade')}[/bold] by {r.get('by')} {escape(r.get('note', ''))}"
+    ),
+}
+
+
+@traces_app.command("grade")
+def grade(
+    run_id: RunIdArg,
+    verdict: Annotated[str, typer.Argument(metavar="good|bad", help="Did the run do the task?")],
+    note: Annotated[str, typer.Option("--note", help="Why.")] = "",
+) -> None:
+    """Grade a run good or bad; graded runs become training data."""
+    path = trace_path(_folder(), run_id)
+    grade_trace(path, verdict, by="user", note=note)
+    console.print(f"graded {path.stem} {verdict}")
+
+
+@traces_app.command("export")
+def export_cmd(
+    grade_filter: Annotated[str, typer.Option("--grade", help="Export runs graded this.")] = "good",
+    fmt: Annotated[str, typer.Option("--format", help="Output format.")] = "openai-chat",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
+    ] = None,
+) -> None:
+    """Write graded runs as chat fine-tuning data (JSONL), then a summary on stderr."""
+    if fmt != "openai-chat":
+        raise UserError(f"unknown export format {fmt!r}: use openai-chat")
+    if grade_filter not in {"good", "bad"}:
+        raise UserError(f"--grade must be good or bad, not {grade_filter!r}")
+    lines, summary = export(_all(_folder()), grade_filter)
+    text = "".join(line + "\n" for line in lines)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+    Console(stderr=True, highlight=False).print(summary.describe())
+
+
+__all__ = ["traces_app"]
