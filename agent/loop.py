@@ -29,6 +29,7 @@ from agent.messages import (
     SystemMessage,
     ToolCall,
     ToolMessage,
+    ToolSpec,
     UserMessage,
 )
 from agent.session import Session
@@ -65,6 +66,16 @@ class AgentLoop:
     toolbox: Toolbox
     system_prompt: str | None = None
     prompt_label: str = "none"  # the prompt's id@version, as traces record it
+    # A tool whose call is the final answer (its ``text`` argument). With one, every reply
+    # must be a tool call, so a grammar-constrained small model always writes a valid call.
+    answer_tool: str | None = None
+    # Worked examples sent after the system prompt in every request (never saved in the session).
+    examples: list[Message] = field(default_factory=list)
+    # Narrows the tools offered in each request (tool retrieval for small models).
+    select_tools: Callable[[list[Message], list[ToolSpec]], list[ToolSpec]] | None = None
+    # A call that repeats one already made in this run is not run again: the model is shown
+    # the earlier result and, with an answer tool, offered only that tool next.
+    repeat_guard: bool = False
     limits: LoopLimits = field(default_factory=LoopLimits)
     decoding: Decoding = field(default_factory=Decoding)
     model: str | None = None
@@ -91,6 +102,8 @@ class AgentLoop:
             yield usage
 
     def _steps(self, session: Session, start: float, usage: UsageEvent) -> Iterator[Event]:
+        done: dict[str, str] = {}  # call -> result, for the repeat guard
+        answer_only = False
         while True:
             if usage.steps >= self.limits.max_steps:
                 yield ErrorEvent(
@@ -112,7 +125,9 @@ class AgentLoop:
             completion: Completion | None = None
             began = time.monotonic()
             try:
-                for event in self.backend.generate(self._request(session.messages)):
+                request = self._request(session.messages, answer_only)
+                answer_only = False
+                for event in self.backend.generate(request):
                     if isinstance(event, TextDelta):
                         yield TokenEvent(event.text)
                     else:
@@ -135,6 +150,9 @@ class AgentLoop:
             usage.cached_tokens += completion.usage.cached_tokens
             message = completion.message
             yield _step_event(completion, len(session.messages), time.monotonic() - began)
+            answer = self._answer_of(message)
+            if answer is not None:
+                message = AssistantMessage(content=answer)
             session.append(message)
             if completion.parse_error and not message.tool_calls:
                 # The model tried to call a tool and the call could not be read: say how to
@@ -153,7 +171,14 @@ class AgentLoop:
                 return
             for call in message.tool_calls:
                 yield ToolCallEvent(call)
-                result = self._dispatch(call)
+                key = f"{call.function.name} {call.function.arguments.strip()}"
+                if self.repeat_guard and key in done:
+                    result = self._repeated(call, done[key])
+                    answer_only = self.answer_tool is not None
+                else:
+                    result = self._dispatch(call)
+                    if result.ok:
+                        done[key] = result.content
                 session.append(
                     ToolMessage(
                         tool_call_id=call.id, name=call.function.name, content=result.content
@@ -161,12 +186,51 @@ class AgentLoop:
                 )
                 yield result
 
-    def _request(self, messages: list[Message]) -> ChatRequest:
+    def _answer_of(self, message: AssistantMessage) -> str | None:
+        """The final answer if ``message`` calls the answer tool (and nothing else)."""
+        calls = message.tool_calls or []
+        if self.answer_tool is None or len(calls) != 1:
+            return None
+        if calls[0].function.name != self.answer_tool:
+            return None
+        try:
+            args = calls[0].function.parsed_arguments()
+        except ValueError:
+            return None
+        text = args.get("text") if isinstance(args, dict) else None
+        return text if isinstance(text, str) else None
+
+    def _repeated(self, call: ToolCall, earlier: str) -> ToolResultEvent:
+        """The observation for a call already made: its earlier result, not a second run."""
+        then = f"call {self.answer_tool}" if self.answer_tool else "answer"
+        content = f"{earlier}\n(Already done; do not repeat it: {then}.)"
+        return ToolResultEvent(
+            call.id,
+            call.function.name,
+            content,
+            False,
+            0.0,
+            decision="invalid",
+            decided_by="repeat guard",
+        )
+
+    def _request(self, messages: list[Message], answer_only: bool = False) -> ChatRequest:
         d = self.decoding
+        required = self.answer_tool is not None and self.toolbox.get(self.answer_tool) is not None
+        sent = list(messages)
+        if self.examples:
+            at = 1 if sent and sent[0].role == "system" else 0
+            sent[at:at] = self.examples
+        tools = self.toolbox.specs()
+        if answer_only:
+            tools = [t for t in tools if t.function.name == self.answer_tool]
+        elif self.select_tools is not None and tools:
+            tools = self.select_tools(list(messages), tools)
         return ChatRequest(
             model=self.model,
-            messages=list(messages),
-            tools=self.toolbox.specs() or None,
+            messages=sent,
+            tools=tools or None,
+            tool_choice="required" if required else None,
             temperature=d.temperature,
             top_p=d.top_p,
             top_k=d.top_k,

@@ -94,11 +94,19 @@ def _short_errors(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-class Toolbox:
-    """The tools one agent may call, by name."""
+Refine = Callable[[list[ToolSpec]], list[ToolSpec]]
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+
+class Toolbox:
+    """The tools one agent may call, by name.
+
+    ``refine`` rewrites the tool definitions before each request (for example, to offer a path
+    argument as an enum of the files that exist right now).
+    """
+
+    def __init__(self, tools: Iterable[Tool] = (), refine: Refine | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self.refine = refine
         for tool in tools:
             self.add(tool)
 
@@ -120,7 +128,9 @@ class Toolbox:
         return len(self._tools)
 
     def specs(self) -> list[ToolSpec]:
-        return [tool_spec(t) for t in self._tools.values()]
+        """The tools' definitions as a request offers them."""
+        specs = [tool_spec(t) for t in self._tools.values()]
+        return self.refine(specs) if self.refine is not None else specs
 
     def as_mapping(self) -> Mapping[str, Tool]:
         return dict(self._tools)

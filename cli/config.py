@@ -10,7 +10,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -44,6 +44,16 @@ class BackendOptions(BaseModel):
     device: str | None = None
 
 
+class SmallModelSettings(BaseModel):
+    """What the small-model profile does for the model; each part is measured on a suite."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer_tool: bool = True  # every reply is a tool call; `answer` is the final one
+    select_tools: int = Field(default=3, ge=0)  # offer only the best-matching N tools (0: all)
+    repeat_guard: bool = True  # a repeated call is not run again; the answer tool comes next
+
+
 class Settings(BaseModel):
     """Everything a run needs to know, validated."""
 
@@ -51,7 +61,12 @@ class Settings(BaseModel):
 
     backend: str = "llamacpp"
     model: str | None = None
-    prompt: str = "default"
+    # "small": the narrow `simple` tools, an answer tool and the small prompt, for the embedded
+    # 135M model; "standard": shell and files with free-form answers. "auto" picks "small"
+    # for the bundled model and "standard" for any other.
+    profile: Literal["auto", "small", "standard"] = "auto"
+    prompt: str | None = None
+    small: SmallModelSettings = Field(default_factory=SmallModelSettings)
     workspace: Path = Field(default_factory=Path.cwd)
     max_steps: int = Field(default=12, ge=1)
     time_budget: float | None = Field(default=None, gt=0)
@@ -62,6 +77,26 @@ class Settings(BaseModel):
     backends: dict[str, BackendOptions] = Field(default_factory=dict)
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir(APP)))
     config_path: Path | None = None
+
+    @property
+    def small_model(self) -> bool:
+        """Whether the small-model profile is in effect."""
+        if self.profile != "auto":
+            return self.profile == "small"
+        own = self.backends.get(self.backend, BackendOptions()).model
+        return self.backend in {"llamacpp", "engine"} and not (self.model or own)
+
+    @property
+    def prompt_name(self) -> str:
+        """The prompt in effect: the configured one, else the profile's."""
+        return self.prompt or ("small" if self.small_model else "default")
+
+    @property
+    def skill_names(self) -> list[str] | None:
+        """The skills in effect: the configured list, else the profile's (None: the defaults)."""
+        if self.skills is not None:
+            return self.skills
+        return ["simple"] if self.small_model else None
 
     @property
     def sessions_dir(self) -> Path:
@@ -88,6 +123,7 @@ ENV_VARS: dict[str, str] = {
     "CLAWLOOP_BACKEND": "backend",
     "CLAWLOOP_MODEL": "model",
     "CLAWLOOP_PROMPT": "prompt",
+    "CLAWLOOP_PROFILE": "profile",
     "CLAWLOOP_WORKSPACE": "workspace",
     "CLAWLOOP_MAX_STEPS": "max_steps",
     "CLAWLOOP_TIME_BUDGET": "time_budget",

@@ -52,7 +52,7 @@ def evaluate(
             raise typer.BadParameter("no task id matches --task", param_hint="--task")
     base = load_settings({"backend": backend, "model": model, "decoding.temperature": temperature})
     variants = []
-    for name in prompt or [base.prompt]:
+    for name in prompt or [base.prompt_name]:
         settings = base.model_copy(update={"prompt": name})
         variants.append(Variant(name, settings, build_backend(settings)))
     console = Console(stderr=json_out, highlight=False)

@@ -15,11 +15,13 @@ from agent.loop import AgentLoop, Decoding, LoopLimits, new_run_id
 from agent.plugins import collect, plugin_manager
 from agent.prompts import load_prompt
 from agent.session import Session, check_session_name
+from agent.tool_selection import LexicalToolSelector
 from agent.tools import Toolbox
 from agent.trace import TraceWriter, traced
-from cli.config import Settings
+from cli.config import Settings, SmallModelSettings
 from sandbox.secrets import Redactor, find_secrets
 from skills.guard import Approver
+from skills.simple import ANSWER_TOOL
 
 
 def backend_factories() -> dict[str, Any]:
@@ -55,18 +57,34 @@ def build_toolbox(settings: Settings, approver: Approver) -> Toolbox:
             "can write to, or use --mode read-only"
         )
     context = SkillContext.from_settings(settings.model_copy(update={"workspace": workspace}))
-    return build(context, approver, enabled=settings.skills)
+    return build(context, approver, enabled=settings.skill_names)
+
+
+_STANDARD = SmallModelSettings(answer_tool=False, select_tools=0, repeat_guard=False)
 
 
 def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentLoop:
     """The agent loop with the settings' limits and decoding."""
     d = settings.decoding
-    prompt = load_prompt(settings.prompt)
+    prompt = load_prompt(settings.prompt_name)
+    small = (
+        settings.small
+        if settings.small_model
+        else SmallModelSettings(answer_tool=False, select_tools=0)
+    )
     return AgentLoop(
         backend=backend,
         toolbox=toolbox,
         system_prompt=prompt.text,
         prompt_label=prompt.label,
+        examples=prompt.examples,
+        answer_tool=ANSWER_TOOL if small.answer_tool and toolbox.get(ANSWER_TOOL) else None,
+        select_tools=(
+            LexicalToolSelector(small.select_tools, always=[ANSWER_TOOL])
+            if small.select_tools
+            else None
+        ),
+        repeat_guard=small.repeat_guard,
         limits=LoopLimits(
             max_steps=settings.max_steps,
             time_budget_s=settings.time_budget,

@@ -13,6 +13,7 @@ from agent.plugins import collect, plugin_manager
 from agent.tools import Tool, Toolbox
 from skills.context import SkillContext
 from skills.guard import Approver, GuardedTool
+from skills.workspace_enums import workspace_enums
 
 DEFAULT_SKILLS = ("shell", "files")
 
@@ -87,4 +88,4 @@ def build_toolbox(
         GuardedTool(tool, context.policy, approver, context.audit, context.redactor)
         for tool, _source in build_tools(context, enabled, pm)
     ]
-    return Toolbox(guarded)
+    return Toolbox(guarded, refine=workspace_enums(context.workspace))

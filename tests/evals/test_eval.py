@@ -1,0 +1,159 @@
+"""`agent eval`: a 3-task suite through the real loop, skills and sandbox, with the fake backend
+standing in for the model, so the expected rates per variant are known exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.errors import UserError
+from agent.messages import AssistantMessage, ChatRequest, ToolCall
+from backends.fake import FakeBackend
+from cli.config import load_settings
+from cli.evals.checks import failures
+from cli.evals.report import summarize
+from cli.evals.runner import Variant, run_suite
+from cli.evals.stats import wilson
+from cli.evals.suite import Check, load_suite
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SUITE = """
+name: tiny
+tasks:
+  - id: count
+    prompt: How many lines are in notes.txt?
+    files: {notes.txt: "a\\nb\\nc\\n"}
+    check: {answer_regex: '\\b3\\b'}
+  - id: create
+    prompt: Create hello.txt containing hi
+    files: {}
+    check: {files: {hello.txt: 'hi\\n?'}, max_calls: 1}
+  - id: greet
+    prompt: hello!
+    files: {}
+    check: {answer_regex: '(?i)hello', max_calls: 0}
+"""
+
+
+def _suite(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(SUITE, encoding="utf-8")
+    return path
+
+
+def _shell(command: str) -> AssistantMessage:
+    return AssistantMessage(content=None, tool_calls=[ToolCall.make("shell", {"command": command})])
+
+
+def careful(request: ChatRequest) -> AssistantMessage:
+    """Does each task right: looks before answering, writes what was asked."""
+    task = next(m.content for m in request.messages if m.role == "user")
+    seen = [m for m in request.messages if m.role == "tool"]
+    if "lines" in str(task):
+        return (
+            _shell("wc -l < notes.txt") if not seen else AssistantMessage(content=seen[-1].content)
+        )
+    if "Create" in str(task):
+        return _shell("echo hi > hello.txt") if not seen else AssistantMessage(content="done")
+    return AssistantMessage(content="Hello! How can I help?")
+
+
+def sloppy(request: ChatRequest) -> AssistantMessage:
+    """Guesses the count, writes the wrong text, and runs a tool to say hello."""
+    task = str(next(m.content for m in request.messages if m.role == "user"))
+    seen = [m for m in request.messages if m.role == "tool"]
+    if seen:
+        return AssistantMessage(content="hello, done")
+    if "lines" in task:
+        return AssistantMessage(content="There are 4 lines.")
+    if "Create" in task:
+        return _shell("echo bye > hello.txt")
+    return _shell("echo hello")
+
+
+def _variant(name: str, fn: object) -> Variant:
+    settings = load_settings({"backend": "fake", "profile": "standard", "skills": ["shell"]})
+    return Variant(name, settings, FakeBackend([fn] * 50))  # type: ignore[list-item]
+
+
+def test_rates_per_variant_and_checks_that_fail_when_they_should(tmp_path: Path) -> None:
+    suite = load_suite(_suite(tmp_path))
+    variants = [_variant("careful", careful), _variant("sloppy", sloppy)]
+    run_suite(suite, variants, repeat=2, jobs=2)
+    good, bad = (summarize(v) for v in variants)
+    assert (good.passed, good.total) == (6, 6)
+    assert (bad.passed, bad.total) == (0, 6)
+    why = {r.task: r.failures for r in variants[1].results}
+    assert "does not match" in why["count"][0]
+    assert "hello.txt holds 'bye\\n'" in why["create"][0]
+    assert why["greet"] == ["1 tool calls (at most 0 allowed)"]
+    for result in variants[0].results:
+        trace = load_settings().traces_dir / f"{result.run_id}.jsonl"
+        assert '"grade": "good"' in trace.read_text()
+
+
+def test_checks_cover_absent_files_and_commands(tmp_path: Path) -> None:
+    (tmp_path / "old.txt").write_text("x")
+    check = Check(absent=["old.txt"], command="test -d build")
+    assert failures(check, tmp_path, "ok", 0) == [
+        "old.txt still exists",
+        "check command failed (1): test -d build",
+    ]
+    (tmp_path / "old.txt").unlink()
+    (tmp_path / "build").mkdir()
+    assert failures(check, tmp_path, "ok", 0) == []
+    assert failures(check, tmp_path, None, 0) == ["no final answer"]
+
+
+def test_wilson_interval() -> None:
+    low, high = wilson(23, 46)
+    assert 0.36 < low < 0.37 and 0.63 < high < 0.64
+    assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == pytest.approx(1.0)
+
+
+def test_a_bad_suite_is_one_line_naming_the_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ntasks:\n  - id: a\n    prompt: p\n    check: {answer_regx: x}\n")
+    with pytest.raises(UserError, match=r"bad.yaml: tasks.0.check.answer_regx"):
+        load_suite(bad)
+    bad.write_text(
+        "name: x\ntasks:\n  - id: a\n    prompt: p\n    files: {../out: x}\n    check: {}\n"
+    )
+    with pytest.raises(UserError, match="relative path inside the workspace"):
+        load_suite(bad)
+
+
+def test_agent_eval_command_prints_json_per_task(tmp_path: Path) -> None:
+    turns = tmp_path / "turns.json"
+    turns.write_text(json.dumps(["Hello there!"] * 10))
+    config = tmp_path / "config.toml"
+    config.write_text(f'[backends.fake]\nscript = "{turns}"\n')
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "CLAWLOOP_CONFIG": str(config),
+        "CLAWLOOP_DATA_DIR": str(tmp_path / "data"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "eval", str(_suite(tmp_path)), "-b", "fake", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    [variant] = data["variants"]
+    assert {t["task"]: t["passed"] for t in variant["tasks"]} == {
+        "count": False,
+        "create": False,
+        "greet": True,
+    }
+    assert variant["passed"] == 1 and variant["total"] == 3 and 0 < variant["low"] < 0.34

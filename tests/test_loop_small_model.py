@@ -1,0 +1,151 @@
+"""What the loop does for small models (answer tool, repeat guard, tool selection, examples),
+a length finish, and an unreadable call; the fake backend stands in for the model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from agent.backend import BackendEvent, Completion
+from agent.events import ErrorEvent, Event, FinalEvent, StepEvent, ToolResultEvent
+from agent.loop import AgentLoop
+from agent.messages import AssistantMessage, ChatRequest, ToolCall, UserMessage
+from agent.prompts import load_prompt, parse_prompt
+from agent.session import Session
+from agent.tool_selection import LexicalToolSelector
+from agent.tools import Toolbox, function_tool
+from backends.fake import FakeBackend
+
+
+def count_lines(path: str) -> str:
+    """Count the lines of a file: how many lines it has."""
+    return f"{path} has 3 lines."
+
+
+def delete_file(path: str) -> str:
+    """Delete or remove a file."""
+    return f"Deleted {path}."
+
+
+def answer(text: str) -> str:
+    """Reply to the user."""
+    return text
+
+
+def call(name: str, **args: object) -> AssistantMessage:
+    return AssistantMessage(content=None, tool_calls=[ToolCall.make(name, args)])
+
+
+def run(loop: AgentLoop, task: str = "How many lines are in a.txt?") -> list[Event]:
+    return list(loop.run(Session(), task))
+
+
+def tools() -> Toolbox:
+    return Toolbox([function_tool(f) for f in (count_lines, delete_file, answer)])
+
+
+def test_a_length_finish_is_an_error_not_an_answer() -> None:
+    class Cut:
+        name = "cut"
+
+        def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
+            yield Completion(AssistantMessage(content="It is a long sto"), finish_reason="length")
+
+    events = run(AgentLoop(Cut(), Toolbox()))
+    assert not [e for e in events if isinstance(e, FinalEvent)]
+    [error] = [e for e in events if isinstance(e, ErrorEvent)]
+    assert error.reason == "length" and "token limit" in error.message
+
+
+def test_an_unreadable_call_gets_the_repair_hint_and_another_try() -> None:
+    class Garbled:
+        name = "garbled"
+
+        def __init__(self) -> None:
+            self.requests: list[ChatRequest] = []
+
+        def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
+            self.requests.append(request)
+            if len(self.requests) == 1:
+                yield Completion(
+                    AssistantMessage(content="<tool_call>oops</tool_call>"),
+                    raw_text="<tool_call>oops</tool_call>",
+                    parse_error="error: your tool call could not be read. Write it as ...",
+                )
+            else:
+                yield Completion(AssistantMessage(content="3"))
+
+    backend = Garbled()
+    events = run(AgentLoop(backend, tools()))
+    assert [e.content for e in events if isinstance(e, FinalEvent)] == ["3"]
+    retry = backend.requests[1].messages[-1]
+    assert isinstance(retry, UserMessage) and "could not be read" in retry.content
+    assert [e.parse_error is not None for e in events if isinstance(e, StepEvent)] == [True, False]
+
+
+def test_the_answer_tool_ends_the_run_and_every_reply_must_be_a_call() -> None:
+    backend = FakeBackend([call("count_lines", path="a.txt"), call("answer", text="3 lines.")])
+    session = Session()
+    events = list(AgentLoop(backend, tools(), answer_tool="answer").run(session, "count a.txt"))
+    assert [e.content for e in events if isinstance(e, FinalEvent)] == ["3 lines."]
+    assert all(r.tool_choice == "required" for r in backend.requests)
+    assert session.messages[-1] == AssistantMessage(content="3 lines.")  # stored as plain text
+
+
+def test_a_repeated_call_is_not_run_again_and_only_the_answer_is_offered_next() -> None:
+    ran: list[str] = []
+
+    def counted(path: str) -> str:
+        """Count the lines of a file."""
+        ran.append(path)
+        return f"{path} has 3 lines."
+
+    box = Toolbox([function_tool(counted, name="count_lines"), function_tool(answer)])
+    backend = FakeBackend(
+        [
+            call("count_lines", path="a.txt"),
+            call("count_lines", path="a.txt"),
+            call("answer", text="a.txt has 3 lines."),
+        ]
+    )
+    loop = AgentLoop(backend, box, answer_tool="answer", repeat_guard=True)
+    events = run(loop)
+    assert ran == ["a.txt"]
+    second = [e for e in events if isinstance(e, ToolResultEvent)][1]
+    assert second.decided_by == "repeat guard" and "a.txt has 3 lines." in second.content
+    offered = [[t.function.name for t in r.tools or []] for r in backend.requests]
+    assert offered == [["count_lines", "answer"], ["count_lines", "answer"], ["answer"]]
+
+
+def test_tool_selection_offers_the_matching_tools_and_only_the_answer_for_chat() -> None:
+    specs = tools().specs()
+    select = LexicalToolSelector(k=1, always=["answer"])
+    pick = [t.function.name for t in select([UserMessage(content="how many lines in x?")], specs)]
+    assert pick == ["count_lines", "answer"]
+    pick = [t.function.name for t in select([UserMessage(content="remove old.log")], specs)]
+    assert pick == ["delete_file", "answer"]
+    assert [t.function.name for t in select([UserMessage(content="hi there!")], specs)] == [
+        "answer"
+    ]
+
+
+def test_examples_are_sent_as_turns_after_the_system_prompt_and_never_saved() -> None:
+    prompt = parse_prompt(
+        "---\nid: t\nversion: 3\n---\nBe brief.\n\n## example\nuser: count x\n"
+        'call: count_lines {"path": "x"}\nresult: x has 1 line.\ncall: answer {"text": "1"}\n',
+        "t",
+    )
+    assert prompt.label == "t@3" and prompt.text == "Be brief."
+    assert [m.role for m in prompt.examples] == ["user", "assistant", "tool", "assistant"]
+    backend = FakeBackend([AssistantMessage(content="ok")])
+    session = Session()
+    loop = AgentLoop(backend, tools(), system_prompt=prompt.text, examples=prompt.examples)
+    list(loop.run(session, "hello"))
+    sent = [m.role for m in backend.requests[0].messages]
+    assert sent == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert [m.role for m in session.messages] == ["system", "user", "assistant"]
+
+
+def test_bundled_prompts_load_with_their_versions() -> None:
+    for name in ("default", "small", "small-shots"):
+        prompt = load_prompt(name)
+        assert prompt.id == name and prompt.version and prompt.text
