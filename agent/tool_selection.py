@@ -4,9 +4,10 @@ A 135M model choosing among sixteen tools picks badly; choosing among three it m
 right. Before each request, :class:`LexicalToolSelector` scores every tool's name and
 description against the user's latest message (words weighted by how rare they are among the
 tools, so "file" counts for little and "lines" for much) and keeps the best ``k``. Tools named
-in ``always`` (the answer tool) are always offered; when no tool matches any word of the
-message (a greeting, a general question), only they are. The loop still validates every call
-against the whole toolbox.
+in ``always`` (the answer tool) are offered too; when no tool matches any word of the
+message (a greeting, a general question), only they are. With ``look_first``, a message that
+does match a tool gets no ``always`` tool in the first reply: the model looks before it answers.
+The loop still validates every call against the whole toolbox.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class LexicalToolSelector:
     k: int = 3
     always: Sequence[str] = ()
     relative: float = 0.5  # a tool must score at least this share of the best tool's score
+    look_first: bool = False
 
     def __call__(self, messages: Sequence[Message], specs: list[ToolSpec]) -> list[ToolSpec]:
         query = next((m.content for m in reversed(messages) if m.role == "user"), None)
@@ -113,7 +115,10 @@ class LexicalToolSelector:
             ),
             key=lambda s: -scores[s.function.name],
         )
-        keep = {s.function.name for s in ranked[: self.k]} | set(self.always)
+        keep = {s.function.name for s in ranked[: self.k]}
+        first_reply = bool(messages) and messages[-1].role == "user"
+        if not (self.look_first and first_reply and keep):
+            keep |= set(self.always)
         return [s for s in specs if s.function.name in keep]
 
 

@@ -80,7 +80,9 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
         examples=prompt.examples,
         answer_tool=ANSWER_TOOL if small.answer_tool and toolbox.get(ANSWER_TOOL) else None,
         select_tools=(
-            LexicalToolSelector(small.select_tools, always=[ANSWER_TOOL])
+            LexicalToolSelector(
+                small.select_tools, always=[ANSWER_TOOL], look_first=small.look_first
+            )
             if small.select_tools
             else None
         ),
