@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from agent.backend import Backend
@@ -35,10 +36,17 @@ def build_backend(settings: Settings, extra: dict[str, Any] | None = None) -> Ba
     return backend
 
 
-def build_toolbox(settings: Settings, approver: Approver) -> Toolbox:
-    """The skills' tools, each behind the sandbox policy and approvals."""
+def build_toolbox(
+    settings: Settings, approver: Approver, watch: Callable[[str], None] | None = None
+) -> Toolbox:
+    """The skills' tools, each behind the sandbox policy and approvals.
+
+    With ``watch`` (a function that shows a one-line notice) the skills folder is watched and
+    the toolbox rebuilt in place when a skill is added, changed, removed or approved.
+    """
     from skills.context import SkillContext
-    from skills.toolbox import build_toolbox as build
+    from skills.reload import SkillWatcher
+    from skills.toolbox import LiveToolbox, SkillSet, guard
 
     workspace = settings.workspace.expanduser().resolve()
     if not workspace.is_dir():
@@ -51,7 +59,26 @@ def build_toolbox(settings: Settings, approver: Approver) -> Toolbox:
             "can write to, or use --mode read-only"
         )
     context = SkillContext.from_settings(settings.model_copy(update={"workspace": workspace}))
-    return build(context, approver, enabled=settings.skills)
+    context.runner.check()
+    skillset = SkillSet(context, settings.skills)
+    skillset.load()
+    toolbox = LiveToolbox(guard(skillset, approver))
+    toolbox.skillset = skillset
+    if watch is not None:
+        SkillWatcher(skillset, toolbox, approver, watch).start()
+    return toolbox
+
+
+def system_prompt(toolbox: Toolbox) -> str:
+    """The system prompt, with the instruction skills listed by name and description only."""
+    from skills.library import catalog_text
+
+    prompt = load_prompt("system")
+    skillset = getattr(toolbox, "skillset", None)
+    skills = skillset.skills_with_instructions() if skillset is not None else {}
+    if skills:
+        prompt += "\n\nSkills (read one with skill_read before using it):\n" + catalog_text(skills)
+    return prompt
 
 
 def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentLoop:
@@ -60,7 +87,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
     return AgentLoop(
         backend=backend,
         toolbox=toolbox,
-        system_prompt=load_prompt("system"),
+        system_prompt=system_prompt(toolbox),
         limits=LoopLimits(
             max_steps=settings.max_steps,
             time_budget_s=settings.time_budget,

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from agent.plugins import hookimpl
+from skills.default_rules import FILES_RULES, SHELL_RULES
 from skills.files import make_files_tools
+from skills.mail.tools import MAIL_RULES, make_mail_tools
 from skills.shell import make_shell_tools
+from skills.skill import Skill
 
 
 @hookimpl
-def register_skills(register: Callable[[str, Callable[..., Any]], None]) -> None:
-    """``shell`` and ``files``; each factory takes a :class:`skills.context.SkillContext`."""
-    register("shell", make_shell_tools)
-    register("files", make_files_tools)
+def register_skills(register: Callable[[Skill], None]) -> None:
+    """``shell``, ``files`` and ``mail``; each ``start`` takes a :class:`SkillContext`."""
+    register(
+        Skill("shell", make_shell_tools, "Run bash commands in the sandbox.", rules=SHELL_RULES)
+    )
+    register(Skill("files", make_files_tools, "Read, write and search files.", rules=FILES_RULES))
+    register(Skill("mail", make_mail_tools, "Send, search and read e-mail.", rules=MAIL_RULES))
