@@ -69,7 +69,7 @@ Registration = tuple[str, object, tuple[Any, ...]]
 def each_registration(pm: pluggy.PluginManager, hook: str) -> list[Registration]:
     """Run one ``register_*`` hook, plugin by plugin: ``(source, plugin, register's args)``."""
     found: list[Registration] = []
-    for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):  # in registration order
+    for impl in getattr(pm.hook, hook).get_hookimpls():  # in registration order
         impl.function(register=_recorder(found, plugin_source(pm, impl.plugin), impl.plugin))
     return found
 

@@ -57,9 +57,11 @@ def _mount_optional_groups() -> None:
     """Groups whose modules depend on other packages' files."""
     from cli.audit_cmd import audit
     from cli.engine_cmd import engine_app
+    from cli.skills_cmd import skills_app
     from cli.tools_cmd import tools_app
 
     app.add_typer(tools_app, name="tools")
+    app.add_typer(skills_app, name="skills")
     app.command("audit")(audit)
     app.add_typer(engine_app, name="engine")
 

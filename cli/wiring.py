@@ -62,8 +62,7 @@ def build_toolbox(
     context.runner.check()
     skillset = SkillSet(context, settings.skills)
     skillset.load()
-    toolbox = LiveToolbox(guard(skillset, approver))
-    toolbox.skillset = skillset
+    toolbox = LiveToolbox(guard(skillset, approver), skillset)
     if watch is not None:
         SkillWatcher(skillset, toolbox, approver, watch).start()
     return toolbox

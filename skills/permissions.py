@@ -18,7 +18,7 @@ from pathlib import Path
 from agent.errors import ToolError
 from sandbox.command import parse_command
 from sandbox.paths import PathResolver
-from sandbox.rules import normalize_path
+from sandbox.rules import PathSubject, normalize_path
 from sandbox.runner import CommandResult, CommandRunner, SandboxRunner
 from skills.context import SkillContext
 from skills.skill import Permissions
@@ -118,7 +118,8 @@ class ScopedPaths(PathResolver):
             ]
         )
         rel = normalize_path(str(resolved), self.workspace)
-        if not any(_path_matches(g, rel) for g in globs):
+        subject = PathSubject("path")
+        if not any(subject.matches(g, {"path": rel}, "allow", self.workspace) for g in globs):
             kind = "write" if for_write else "read"
             raise ToolError(
                 _refusal(self.skill, f"{kind} access to {rel!r}", globs).replace(
@@ -126,11 +127,6 @@ class ScopedPaths(PathResolver):
                 )
             )
         return resolved
-
-
-def _path_matches(pattern: str, rel: str) -> bool:
-    pat = pattern[2:] if pattern.startswith("./") else pattern
-    return fnmatchcase(rel, pat) or (pat.endswith("/**") and rel == pat[:-3])
 
 
 def scoped_context(context: SkillContext, skill: str, permissions: Permissions) -> SkillContext:

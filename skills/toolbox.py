@@ -145,7 +145,9 @@ def _sourced(tool: Tool, skill: Skill) -> Tool:
 class LiveToolbox(Toolbox):
     """A toolbox whose tools can be swapped while the agent runs (hot reload)."""
 
-    skillset: SkillSet | None = None
+    def __init__(self, tools: Iterable[Tool] = (), skillset: SkillSet | None = None) -> None:
+        super().__init__(tools)
+        self.skillset = skillset
 
     def replace(self, tools: Iterable[Tool]) -> None:
         fresh = Toolbox(tools)
