@@ -3,7 +3,9 @@
 The official ``mcp`` client is async; one background thread runs its event loop and a single
 task holds the ``Client`` open (its cancel scopes must be entered and left by the same task).
 Tool calls are submitted to that loop and waited for. A stdio server is started under
-bubblewrap, with a cleared environment holding only the variables it declares.
+bubblewrap (read-only system, private /tmp and /home, no network unless declared, as the
+unprivileged sandbox user when clawloop runs as root), with a cleared environment holding only
+the variables it declares.
 """
 
 from __future__ import annotations
@@ -30,29 +32,33 @@ INSTALL = "install the MCP client with `pip install 'clawloop[mcp]'`"
 def sandboxed_argv(
     server: McpServer, settings: SandboxSettings, environ: Mapping[str, str]
 ) -> list[str]:
-    """The stdio server's command line: under bubblewrap unless the sandbox is off."""
+    """The stdio server's command line: under bubblewrap unless the sandbox is off.
+
+    Either way its environment holds only PATH, HOME, LANG and the variables it declares.
+    """
     assert server.command is not None  # checked by McpServer's validator
     env = {"PATH": SAFE_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
     env.update({name: environ[name] for name in server.env if name in environ})
     if settings.backend == "off" or not server.sandbox:
-        return server.command
-    args = [bwrap_path(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        return ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *server.command]
+    bwrap = [bwrap_path(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for folder in ("/tmp", "/home", "/root", "/run"):
-        args += ["--tmpfs", folder]
-    for path in server.read:
-        real = str(Path(path).expanduser().resolve())
-        args += ["--ro-bind", real, real]
-    args += ["--ro-bind", "/proc/sys", "/proc/sys", "--unshare-all"]
+        bwrap += ["--tmpfs", folder]
+    rest = ["--ro-bind", "/proc/sys", "/proc/sys", "--unshare-all"]
     if server.network:
-        args.append("--share-net")
-    args += ["--unshare-user", "--disable-userns", "--die-with-parent", "--clearenv"]
+        rest.append("--share-net")
+    rest += ["--unshare-user", "--disable-userns", "--die-with-parent", "--clearenv"]
     for key, value in env.items():
-        args += ["--setenv", key, value]
+        rest += ["--setenv", key, value]
     prefix: list[str] = []
     if os.geteuid() == 0:
-        args += ["--cap-drop", "ALL"]
+        rest += ["--cap-drop", "ALL"]
         prefix = setpriv_argv(settings.sandbox_uid)
-    return [*prefix, *args, "--", *server.command]
+    binds: list[str] = []
+    for path in server.read:  # folders hidden by the tmpfs mounts above (/tmp, /home, ...)
+        real = str(Path(path).expanduser().resolve())
+        binds += ["--ro-bind", real, real]
+    return [*prefix, *bwrap, *binds, *rest, "--", *server.command]
 
 
 class McpConnection:
