@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -155,8 +154,3 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _why(exc.exceptions[0])
     return str(exc) or type(exc).__name__
-
-
-def which(command: str) -> str | None:
-    """Where a stdio server's program is (for ``agent skills check``)."""
-    return shutil.which(command)

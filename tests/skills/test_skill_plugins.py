@@ -315,3 +315,24 @@ def test_tools_list_honours_the_skills_setting(
         tools_cmd.tools_app, ["call", "files_read", '{"path": "story.txt"}']
     )
     assert result.exit_code == 2 or "there is no tool named 'files_read'" in str(result.exception)
+
+
+def test_install_from_a_git_url_and_check(tmp_path: Path) -> None:
+    repo = tmp_path / "word-stats.git"
+    import shutil
+
+    shutil.copytree(EXAMPLES / "instruction-skill" / "word-stats", repo)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git[:3], "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "skill"], check=True)
+    settings = settings_for(tmp_path)
+    skills = Skills(settings)
+    out = console()
+    assert install(skills, f"file://{repo}", out, lambda q: True) == 0
+    installed = skills.folder / "word-stats"
+    assert (installed / "scripts" / "top_words.sh").exists() and not (installed / ".git").exists()
+    assert skills.status(skills.get("word-stats")) == "approved"
+    assert check(skills, out, {}) == 0 and "all 4 skills are ready" in out.export_text()
+    with pytest.raises(UserError, match="already exists"):
+        install(skills, f"file://{repo}", out, lambda q: True)
