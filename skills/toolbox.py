@@ -85,16 +85,17 @@ class SkillSet:
                     disabled[name] = status
                 else:
                     chosen[name] = found[name]
+            # Start the new set before closing the old one: if it fails, what ran stays.
+            tools = self._start(chosen)
             self.close()
-            self.skills, self.disabled = chosen, disabled
-            self.tools = self._start(chosen.values())
+            self.skills, self.disabled, self.tools = chosen, disabled, tools
 
-    def _start(self, skills: Iterable[Skill]) -> list[tuple[Tool, Skill]]:
+    def _start(self, skills: dict[str, Skill]) -> list[tuple[Tool, Skill]]:
         tools: list[tuple[Tool, Skill]] = []
         owner: dict[str, Skill] = {}
         started: list[Skill] = []
         try:
-            for skill in skills:
+            for skill in skills.values():
                 context = self.context
                 if skill.permissions is not None:
                     context = scoped_context(context, skill.name, skill.permissions)
@@ -102,7 +103,7 @@ class SkillSet:
                 started.append(skill)
                 self.context.policy.merge_defaults(as_policy_rules(skill.name, skill.rules))
                 tools += [(_sourced(t, skill), skill) for t in made]
-            instruction = self.skills_with_instructions()
+            instruction = {n: s for n, s in skills.items() if s.instructions is not None}
             if instruction:
                 library = Skill("skills", lambda _c: [], "Instruction skills.", source="builtin")
                 for tool in make_library_tools(self.context, self.skills_with_instructions):
