@@ -54,13 +54,10 @@ def plugin_source(pm: pluggy.PluginManager, plugin: object) -> str:
         if loaded is plugin:
             name = str(dist.metadata["name"])
             return "builtin" if name == "clawloop" else f"plugin {name}"
+    # Registered by hand under a name that says where it is from: "builtin" (the built-in
+    # module, from a source tree without installed metadata) or "file PATH".
     name = pm.get_name(plugin) or ""
-    # Registered by hand: a file from the user's skills folder ("file PATH"), or the
-    # built-in module itself when running from a source tree.
-    if name.startswith("file "):
-        return name
-    builtin = getattr(plugin, "__name__", "") in ("skills.builtin", "backends.builtin")
-    return "builtin" if builtin else f"plugin {name}"
+    return name if name == "builtin" or name.startswith("file ") else f"plugin {name}"
 
 
 Registration = tuple[str, object, tuple[Any, ...]]

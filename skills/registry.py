@@ -49,7 +49,7 @@ def skills_plugin_manager(skills_dir: Path | None = None) -> tuple[pluggy.Plugin
         # the same module is registered by hand, so they still come through the hook.
         from skills import builtin
 
-        pm.register(builtin)
+        pm.register(builtin, name="builtin")
     problems: list[str] = []
     for path in sorted(skills_dir.glob("*.py")) if skills_dir and skills_dir.is_dir() else []:
         try:
