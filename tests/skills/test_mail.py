@@ -135,6 +135,15 @@ def test_send_search_read_end_to_end_from_the_loop(
     # Once read, it is no longer unread.
     ok, again = call(tb, "mail_search", query=f'subject:"{subject}"', unread_only=True)
     assert ok and "no messages" in again
+    # A reply threads under the original.
+    original_id = re.search(r"(INBOX:\d+)", searched)
+    assert original_id
+    ok, replied = call(
+        tb, "mail_send", to=f"{USER}@localhost", subject="", body="yes", reply_to_id=original_id[1]
+    )
+    assert ok, replied
+    reply = smtp.received[-1].decode()
+    assert f"Subject: Re: {subject}" in reply and "In-Reply-To: <" in reply
     # The password is in no observation, no session line and no audit line.
     audit = (tmp_path / "data" / "audit.jsonl").read_text()
     assert PASSWORD not in (tmp_path / "s.jsonl").read_text() and PASSWORD not in audit
