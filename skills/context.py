@@ -92,6 +92,6 @@ class SkillContext:
             options={
                 "mail": mail,
                 "mcp": dict(getattr(settings, "mcp", None) or {}),
-                "skills_dir": getattr(settings, "skills_dir", None),
+                "skills_dir": getattr(settings, "skills_path", None),
             },
         )
