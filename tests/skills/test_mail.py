@@ -183,6 +183,13 @@ def test_multipart_html_attachments_folders_and_search_keys(
     assert ok and "plain fallback" in invoice and "- inv.pdf (2048 bytes)" in invoice
     ok, html = call(tb, "mail_read", id=ids[0])
     assert ok and "Line one" in html and "Line & two" in html and "<p>" not in html
+    accented = EmailMessage()
+    accented["From"] = "dora@example.org"
+    accented["Subject"] = "Café 2718"
+    accented.set_content("crème brûlée")
+    dovecot.deliver(bytes(accented), "dora@example.org")
+    ok, found = call(tb, "mail_search", query="subject:Café body:brûlée")
+    assert ok and "Café 2718" in found and "1 messages match" in found, found
     ok, folders = call(tb, "mail_list_folders")
     assert ok and "INBOX" in folders.splitlines()
     ok, wrong = call(tb, "mail_search", folder="Nope")
