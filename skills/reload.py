@@ -44,10 +44,15 @@ class SkillWatcher:
         watcher = self
 
         class Handler(FileSystemEventHandler):
+            def __init__(self, only: str | None = None) -> None:
+                self.only = only  # in the data folder, only the lock file matters
+
             def on_any_event(self, event: Any) -> None:
                 if event.event_type in ("opened", "closed_no_write"):
                     return
-                watcher.changed()
+                paths = {str(event.src_path), str(getattr(event, "dest_path", "") or "")}
+                if self.only is None or self.only in paths:
+                    watcher.changed()
 
         folder = skills_dir(self.skillset.context)
         lock = lock_file(self.skillset.context)
@@ -57,7 +62,7 @@ class SkillWatcher:
             observer.schedule(Handler(), str(folder), recursive=True)
         if lock is not None:
             lock.path.parent.mkdir(parents=True, exist_ok=True)
-            observer.schedule(Handler(), str(lock.path.parent), recursive=False)
+            observer.schedule(Handler(str(lock.path)), str(lock.path.parent), recursive=False)
         observer.daemon = True
         observer.start()
         self._observer = observer
