@@ -33,7 +33,7 @@ from agent.messages import (
     UserMessage,
 )
 from agent.session import Session
-from agent.tools import Toolbox
+from agent.tools import Toolbox, observation
 from agent.validation import check_call
 
 
@@ -259,7 +259,9 @@ class AgentLoop:
         assert tool is not None  # check_call found it
         ok = True
         try:
-            content = _call_with_timeout(lambda: tool.call(args), self.limits.tool_timeout_s)
+            ok, content = _call_with_timeout(
+                lambda: observation(tool.call(args)), self.limits.tool_timeout_s
+            )
         except ToolError as exc:
             ok, content = False, f"error: {exc.message}"
         except FutureTimeout:
@@ -304,7 +306,7 @@ def _step_event(completion: Completion, messages: int, seconds: float) -> StepEv
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="clawloop-tool")
 
 
-def _call_with_timeout(fn: Callable[[], str], timeout: float) -> str:
+def _call_with_timeout(fn: Callable[[], tuple[bool, str]], timeout: float) -> tuple[bool, str]:
     return _POOL.submit(fn).result(timeout=timeout)
 
 

@@ -2,7 +2,7 @@
 
 Built-in backends, skills and connectors register through these same hooks (entry points
 ``clawloop.backends``, ``clawloop.skills`` and ``clawloop.connectors`` in pyproject.toml), so a
-third-party plugin is never second-class.
+third-party plugin is never second-class. This is the one place a plugin manager is built.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pluggy
+
+from agent.errors import UserError
 
 hookspec = pluggy.HookspecMarker("clawloop")
 hookimpl = pluggy.HookimplMarker("clawloop")
@@ -26,30 +28,65 @@ class HookSpecs:
         """Call ``register(name, factory)`` for each backend; ``factory(**options)`` builds one."""
 
     @hookspec
-    def register_skills(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
-        """Call ``register(name, factory)`` per skill; ``factory(context)`` returns its tools."""
+    def register_skills(self, register: Callable[[Any], None]) -> None:
+        """Call ``register(skill)`` with a ``skills.skill.Skill`` for each skill."""
 
     @hookspec
     def register_connectors(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
         """Call ``register(name, factory)`` for each chat connector."""
 
 
-def plugin_manager(load_entry_points: bool = True) -> pluggy.PluginManager:
-    """A plugin manager with clawloop's hooks and every installed plugin loaded."""
+def plugin_manager(
+    load_entry_points: bool = True, groups: tuple[str, ...] = ENTRY_POINT_GROUPS
+) -> pluggy.PluginManager:
+    """A plugin manager with clawloop's hooks and the plugins of ``groups`` loaded."""
     pm = pluggy.PluginManager("clawloop")
     pm.add_hookspecs(HookSpecs)
     if load_entry_points:
-        for group in ENTRY_POINT_GROUPS:
+        for group in groups:
             pm.load_setuptools_entrypoints(group)
     return pm
 
 
+def plugin_source(pm: pluggy.PluginManager, plugin: object) -> str:
+    """Where a plugin comes from: ``builtin`` or ``plugin DIST`` (its distribution's name)."""
+    for loaded, dist in pm.list_plugin_distinfo():
+        if loaded is plugin:
+            name = str(dist.metadata["name"])
+            return "builtin" if name == "clawloop" else f"plugin {name}"
+    # Registered by hand under a name that says where it is from: "builtin" (the built-in
+    # module, from a source tree without installed metadata) or "file PATH".
+    name = pm.get_name(plugin) or ""
+    return name if name == "builtin" or name.startswith("file ") else f"plugin {name}"
+
+
+Registration = tuple[str, object, tuple[Any, ...]]
+
+
+def each_registration(pm: pluggy.PluginManager, hook: str) -> list[Registration]:
+    """Run one ``register_*`` hook, plugin by plugin: ``(source, plugin, register's args)``."""
+    found: list[Registration] = []
+    for impl in getattr(pm.hook, hook).get_hookimpls():  # in registration order
+        impl.function(register=_recorder(found, plugin_source(pm, impl.plugin), impl.plugin))
+    return found
+
+
+def _recorder(found: list[Registration], source: str, plugin: object) -> Callable[..., None]:
+    def register(*args: Any) -> None:
+        found.append((source, plugin, args))
+
+    return register
+
+
 def collect(pm: pluggy.PluginManager, hook: str) -> dict[str, Callable[..., Any]]:
-    """Run one ``register_*`` hook and return the registered factories by name."""
+    """Run a ``register(name, factory)`` hook; two plugins using one name is a UserError."""
     found: dict[str, Callable[..., Any]] = {}
-
-    def register(name: str, factory: Callable[..., Any]) -> None:
-        found.setdefault(name, factory)
-
-    getattr(pm.hook, hook)(register=register)
+    sources: dict[str, str] = {}
+    for source, _plugin, (name, factory) in each_registration(pm, hook):
+        if name in found:
+            raise UserError(
+                f"two plugins register {name!r}: {sources[name]} and {source}; "
+                "uninstall one of them"
+            )
+        found[name], sources[name] = factory, source
     return found

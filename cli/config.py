@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.errors import ConfigError
 from sandbox.settings import SandboxSettings
+from skills.mail.config import MailSettings
+from skills.mcp.config import McpServer
 
 APP = "clawloop"
 
@@ -73,6 +75,9 @@ class Settings(BaseModel):
     time_budget: float | None = Field(default=None, gt=0)
     tool_timeout: float = Field(default=300.0, gt=0)
     skills: list[str] | None = None
+    skills_dir: Path | None = None
+    mail: MailSettings = Field(default_factory=MailSettings)
+    mcp: dict[str, McpServer] = Field(default_factory=dict)
     decoding: DecodingSettings = Field(default_factory=DecodingSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     backends: dict[str, BackendOptions] = Field(default_factory=dict)
@@ -106,6 +111,11 @@ class Settings(BaseModel):
     @property
     def traces_dir(self) -> Path:
         return self.data_dir / "traces"
+
+    @property
+    def skills_path(self) -> Path:
+        """The folder installed skills live in (``skills_dir``, else ``skills`` in data_dir)."""
+        return self.skills_dir or self.data_dir / "skills"
 
     @property
     def audit_path(self) -> Path:

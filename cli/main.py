@@ -58,10 +58,12 @@ def _mount_optional_groups() -> None:
     from cli.audit_cmd import audit
     from cli.engine_cmd import engine_app
     from cli.eval_cmd import evaluate
+    from cli.skills_cmd import skills_app
     from cli.tools_cmd import tools_app
     from cli.traces_cmd import traces_app
 
     app.add_typer(tools_app, name="tools")
+    app.add_typer(skills_app, name="skills")
     app.command("audit")(audit)
     app.add_typer(engine_app, name="engine")
     app.command("eval")(evaluate)

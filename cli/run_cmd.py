@@ -96,14 +96,17 @@ def _settings(**flags: Any) -> Settings:
     return load_settings(overrides)
 
 
-def _prepare(settings: Settings, script: Path | None, yes: bool, as_json: bool) -> AgentLoop:
+def _prepare(
+    settings: Settings, script: Path | None, yes: bool, as_json: bool, watch: bool = False
+) -> AgentLoop:
     if settings.sandbox.mode == "full-access" and not as_json:
         err_console.print(
             "[bold red]full-access: tools run without the OS sandbox's limits on "
             "files and network[/bold red]"
         )
     backend = build_backend(settings, {"script": str(script)} if script else None)
-    toolbox = build_toolbox(settings, choose_approver(yes, as_json, err_console))
+    notice = (lambda text: err_console.print(f"[dim]{text}[/dim]")) if watch else None
+    toolbox = build_toolbox(settings, choose_approver(yes, as_json, err_console), notice)
     return build_loop(settings, backend, toolbox)
 
 
@@ -170,7 +173,7 @@ def chat(
 ) -> None:
     """Talk with the agent; the conversation is kept as a session. Type /exit or Ctrl-D to leave."""
     settings = _settings(**locals())
-    loop = _prepare(settings, script, yes, as_json=False)
+    loop = _prepare(settings, script, yes, as_json=False, watch=True)
     name, conversation = open_session(settings, session)
     console = Console(highlight=False)
     console.print(f"[dim]session {name} · /exit to leave[/dim]")

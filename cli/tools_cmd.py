@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agent.errors import ToolError, UserError
+from agent.tools import observation
 from skills.context import SkillContext
 from skills.guard import Approver, GuardedTool, rule_target
 from skills.toolbox import build_toolbox, build_tools
@@ -80,7 +81,7 @@ def call_tool(
     decision = tool.decide(args)
     ok, result = True, ""
     try:
-        result = tool.call(args)
+        ok, result = observation(tool.call(args))
     except ToolError as exc:
         ok, result = False, f"error: {exc.message}"
     outcome: Literal["ok", "error"] = "ok" if ok else "error"
@@ -104,9 +105,9 @@ def call_tool(
 
 
 def _enabled(settings: Any) -> list[str] | None:
+    """The ``skills`` setting: a list of skill names, or None for every available skill."""
     skills = getattr(settings, "skills", None)
-    enabled = getattr(skills, "enabled", None) if skills is not None else None
-    return list(enabled) if isinstance(enabled, list) else None
+    return list(skills) if skills is not None else None
 
 
 def _signature(schema: dict[str, Any]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from agent.backend import Backend
@@ -41,10 +41,18 @@ def build_backend(settings: Settings, extra: dict[str, Any] | None = None) -> Ba
     return backend
 
 
-def build_toolbox(settings: Settings, approver: Approver) -> Toolbox:
-    """The skills' tools, each behind the sandbox policy and approvals."""
+def build_toolbox(
+    settings: Settings, approver: Approver, watch: Callable[[str], None] | None = None
+) -> Toolbox:
+    """The skills' tools, each behind the sandbox policy and approvals.
+
+    With ``watch`` (a function that shows a one-line notice) the skills folder is watched and
+    the toolbox rebuilt in place when a skill is added, changed, removed or approved.
+    """
     from skills.context import SkillContext
-    from skills.toolbox import build_toolbox as build
+    from skills.reload import SkillWatcher
+    from skills.toolbox import LiveToolbox, SkillSet, guard
+    from skills.workspace_enums import workspace_enums
 
     workspace = settings.workspace.expanduser().resolve()
     if not workspace.is_dir():
@@ -57,7 +65,27 @@ def build_toolbox(settings: Settings, approver: Approver) -> Toolbox:
             "can write to, or use --mode read-only"
         )
     context = SkillContext.from_settings(settings.model_copy(update={"workspace": workspace}))
-    return build(context, approver, enabled=settings.skill_names)
+    context.runner.check()
+    skillset = SkillSet(context, settings.skill_names)
+    skillset.load()
+    toolbox = LiveToolbox(
+        guard(skillset, approver), skillset, refine=workspace_enums(context.workspace)
+    )
+    if watch is not None:
+        SkillWatcher(skillset, toolbox, approver, watch).start()
+    return toolbox
+
+
+def system_prompt(text: str, toolbox: Toolbox) -> str:
+    """The prompt's text, with the instruction skills listed by name and description only."""
+    from skills.library import catalog_text
+
+    prompt = text
+    skillset = getattr(toolbox, "skillset", None)
+    skills = skillset.skills_with_instructions() if skillset is not None else {}
+    if skills:
+        prompt += "\n\nSkills (read one with skill_read before using it):\n" + catalog_text(skills)
+    return prompt
 
 
 _STANDARD = SmallModelSettings(answer_tool=False, select_tools=0, repeat_guard=False)
@@ -75,7 +103,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
     return AgentLoop(
         backend=backend,
         toolbox=toolbox,
-        system_prompt=prompt.text,
+        system_prompt=system_prompt(prompt.text, toolbox),
         prompt_label=prompt.label,
         examples=prompt.examples,
         answer_tool=ANSWER_TOOL if small.answer_tool and toolbox.get(ANSWER_TOOL) else None,

@@ -1,11 +1,15 @@
 """Deciding a tool call: deny rules, then ask, then allow (first match wins), then defaults.
 
+The rules in force are the user's (``[sandbox]`` in the config) and then each skill's own
+default rules, merged kind by kind; the policy itself knows no tool.
+
 Rules are a convenience that saves questions and catches the obvious; the OS sandbox
 (sandbox/bwrap.py) is the boundary. A command-text rule cannot know what a script will do.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -14,85 +18,6 @@ from sandbox.rules import Kind, Rule, RuleTarget, parse_rule, tool_matches
 from sandbox.settings import SandboxSettings
 
 Action = Literal["allow", "ask", "deny"]
-
-# Read-only commands that run without asking. Options that make them write or run other
-# programs are sent back to "ask" by DEFAULT_ASK, which is checked first.
-DEFAULT_ALLOW = [
-    "shell(ls *)",
-    "shell(cat *)",
-    "shell(head *)",
-    "shell(tail *)",
-    "shell(wc *)",
-    "shell(grep *)",
-    "shell(rg *)",
-    "shell(pwd)",
-    "shell(echo *)",
-    "shell(find *)",
-    "shell(tree *)",
-    "shell(file *)",
-    "shell(stat *)",
-    "shell(du *)",
-    "shell(diff *)",
-    "shell(which *)",
-    "shell(git status*)",
-    "shell(git diff*)",
-    "shell(git log*)",
-    "shell(git show*)",
-    "shell(git branch)",
-    "shell(git rev-parse*)",
-    "files.read",
-    "files.list",
-    "files.search",
-]
-
-DEFAULT_ASK = [
-    "shell(find * -exec *)",
-    "shell(find * -execdir *)",
-    "shell(find * -ok *)",
-    "shell(find * -okdir *)",
-    "shell(find * -delete *)",
-    "shell(find * -fprint* *)",
-    "shell(find * -fls *)",
-    "shell(git * --output* *)",
-    "shell(* --ext-diff *)",
-    "shell(tail * -f *)",
-    "shell(tail * --follow* *)",
-    # Secrets in the workspace: reading them is the user's call.
-    "files.read(**/.env)",
-    "files.read(**/.env.*)",
-    "files.read(**/*.pem)",
-    "files.read(**/id_rsa*)",
-    "files.read(**/id_ed25519*)",
-]
-
-DEFAULT_DENY = [
-    # Deleting the root or the home folder.
-    "shell(rm * / *)",
-    "shell(rm * /[*] *)",
-    "shell(rm * ~ *)",
-    "shell(rm * ~/ *)",
-    "shell(rm * ~/[*] *)",
-    "shell(rm * $HOME *)",
-    "shell(rm * $HOME/ *)",
-    "shell(rm * $HOME/[*] *)",
-    "shell(rm * --no-preserve-root *)",
-    # Running whatever a download says.
-    "shell(* | sh *)",
-    "shell(* | bash *)",
-    "shell(* | zsh *)",
-    "shell(* | dash *)",
-    "shell(* | sudo *)",
-    "shell(* | python* -)",
-    "shell(sh -c *curl*)",
-    "shell(bash -c *curl*)",
-    # Privilege and disk-level damage.
-    "shell(sudo *)",
-    "shell(su *)",
-    "shell(mkfs*)",
-    "shell(dd * of=/dev/*)",
-    "shell(chmod * -R * / *)",
-    "shell(chown * -R * / *)",
-]
 
 
 @dataclass(slots=True, frozen=True)
@@ -113,17 +38,29 @@ class Policy:
     rules: list[Rule] = field(default_factory=list)
 
     @classmethod
-    def from_settings(cls, settings: SandboxSettings, workspace: Path) -> Policy:
-        """User rules from ``[sandbox]`` first, then the built-in defaults."""
-        rules: list[Rule] = []
-        for kind, user, default in (
-            ("deny", settings.deny, DEFAULT_DENY),
-            ("ask", settings.ask, DEFAULT_ASK),
-            ("allow", settings.allow, DEFAULT_ALLOW),
+    def from_settings(
+        cls,
+        settings: SandboxSettings,
+        workspace: Path,
+        defaults: Iterable[tuple[Kind, str, str]] = (),
+    ) -> Policy:
+        """User rules from ``[sandbox]`` first, then ``defaults``: ``(kind, rule, source)``."""
+        policy = cls(workspace, settings.mode)
+        for kind, user in (
+            ("deny", settings.deny),
+            ("ask", settings.ask),
+            ("allow", settings.allow),
         ):
-            rules += [parse_rule(text, kind, "config") for text in user]  # type: ignore[arg-type]
-            rules += [parse_rule(text, kind, "default") for text in default]  # type: ignore[arg-type]
-        return cls(workspace, settings.mode, rules)
+            policy.rules += [parse_rule(text, kind, "config") for text in user]  # type: ignore[arg-type]
+        policy.merge_defaults(defaults)
+        return policy
+
+    def merge_defaults(self, defaults: Iterable[tuple[Kind, str, str]]) -> None:
+        """Append a skill's default rules; the user's rules, earlier in the list, still win."""
+        for kind, text, source in defaults:
+            rule = parse_rule(text, kind, source)
+            if not any(r.kind == kind and r.text == rule.text for r in self.rules):
+                self.rules.append(rule)
 
     def add(self, kind: Kind, text: str, source: str = "session") -> Rule:
         """Add a rule for the rest of this run (the user said "always")."""

@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from agent.plugins import hookimpl
+from skills.default_rules import FILES_RULES, SHELL_RULES
 from skills.files import make_files_tools
+from skills.mail.tools import MAIL_RULES, make_mail_tools
 from skills.shell import make_shell_tools
 from skills.simple import make_simple_tools
+from skills.skill import Skill
 
 
 @hookimpl
-def register_skills(register: Callable[[str, Callable[..., Any]], None]) -> None:
-    """``shell``, ``files`` and ``simple``; each factory takes a
-    :class:`skills.context.SkillContext`."""
-    register("shell", make_shell_tools)
-    register("files", make_files_tools)
-    register("simple", make_simple_tools)
+def register_skills(register: Callable[[Skill], None]) -> None:
+    """``shell``, ``files``, ``mail`` and ``simple``; each ``start`` takes a
+    :class:`SkillContext`."""
+    register(
+        Skill("shell", make_shell_tools, "Run bash commands in the sandbox.", rules=SHELL_RULES)
+    )
+    register(Skill("files", make_files_tools, "Read, write and search files.", rules=FILES_RULES))
+    register(Skill("mail", make_mail_tools, "Send, search and read e-mail.", rules=MAIL_RULES))
+    register(
+        Skill(
+            "simple",
+            make_simple_tools,
+            "Narrow file tools and an answer tool, for small models.",
+            rules=FILES_RULES,
+            by_default=False,  # the small-model profile enables it by name
+        )
+    )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agent.errors import ToolError
-from agent.tools import Tool
+from agent.tools import Tool, ToolResult
 from sandbox.audit import AuditEntry, AuditLog
 from sandbox.policy import Decision, Policy
 from sandbox.rules import Effect, RuleTarget, Subject
@@ -66,7 +66,7 @@ class ToolWrapper:
         self.parameters = self.inner.parameters
         self.source = str(getattr(self.inner, "source", "builtin"))
 
-    def call(self, arguments: dict[str, Any]) -> str:
+    def call(self, arguments: dict[str, Any]) -> ToolResult:
         return self.inner.call(arguments)
 
 
@@ -103,7 +103,7 @@ class GuardedTool(ToolWrapper):
     audit: AuditLog
     redactor: Redactor
 
-    def call(self, arguments: dict[str, Any]) -> str:
+    def call(self, arguments: dict[str, Any]) -> ToolResult:
         began = time.monotonic()
         target = rule_target(self.inner)
         decision = self.policy.decide(target, self.name, arguments)
@@ -119,8 +119,10 @@ class GuardedTool(ToolWrapper):
             message = self.redactor.redact(f"{self.name} failed: {type(exc).__name__}: {exc}")
             self._record(arguments, decision, decided_by, "error", message, began)
             raise ToolError(message) from exc
-        self._record(arguments, decision, decided_by, "ok", "", began)
-        return self.redactor.redact(result)
+        result = result.map_text(self.redactor.redact)
+        outcome, detail = ("error", result.render()) if result.is_error else ("ok", "")
+        self._record(arguments, decision, decided_by, outcome, detail, began)
+        return result
 
     def decide(self, arguments: dict[str, Any]) -> Decision:
         """What the policy says about this call, without running or asking."""

@@ -1,72 +1,183 @@
-"""Building the agent's toolbox: collect skills through the plugin hook, guard every tool."""
+"""Building the agent's toolbox from the registry: start skills, merge their rules, guard tools.
+
+A skill runs only if it is built in, configured (an MCP server in the config file), or approved
+in the lock file as it is now. Each skill that is not built in starts with a context held to its
+manifest. Two tools with one name are a :class:`UserError` naming both skills.
+"""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from typing import Any
+import contextlib
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import pluggy
 
 from agent.errors import UserError
-from agent.plugins import collect, plugin_manager
-from agent.tools import Tool, Toolbox
+from agent.tools import Refine, Tool, Toolbox
 from skills.context import SkillContext
+from skills.default_rules import as_policy_rules
 from skills.guard import Approver, GuardedTool
+from skills.library import catalog_text, make_library_tools
+from skills.lock import LockFile
+from skills.permissions import scoped_context
+from skills.registry import discover
+from skills.skill import Skill
 from skills.workspace_enums import workspace_enums
 
-DEFAULT_SKILLS = ("shell", "files")
+
+def skills_dir(context: SkillContext) -> Path | None:
+    """The user's skills folder: ``skills`` in the data folder (or the configured one)."""
+    explicit = context.options.get("skills_dir")
+    if explicit is not None:
+        return Path(explicit)
+    return context.data_dir / "skills" if context.data_dir is not None else None
 
 
-def skills_plugin_manager() -> pluggy.PluginManager:
-    """A plugin manager with the ``clawloop.skills`` entry points loaded (only those)."""
-    pm = plugin_manager(load_entry_points=False)
-    pm.load_setuptools_entrypoints("clawloop.skills")
-    return pm
+def lock_file(context: SkillContext) -> LockFile | None:
+    """The lock file, or None where there is no data folder (then only built-ins run)."""
+    return LockFile(context.data_dir / "skills.lock.json") if context.data_dir else None
 
 
-def skill_factories(pm: pluggy.PluginManager | None = None) -> dict[str, Callable[..., Any]]:
-    """Every registered skill factory by name (built-in ones included)."""
-    pm = pm or skills_plugin_manager()
-    from skills import builtin
-
-    # Installed, the built-ins come in through their entry point; from a source tree, register
-    # the same module by hand so they still go through the hook.
-    if not any(p is builtin for p in pm.get_plugins()):
-        pm.register(builtin)
-    return collect(pm, "register_skills")
-
-
-def skill_source(factory: Callable[..., Any], pm: pluggy.PluginManager | None = None) -> str:
-    """ "builtin" or the distribution a plugin skill comes from."""
-    module = getattr(factory, "__module__", "") or ""
-    if module.startswith("skills."):
+def status_of(skill: Skill, lock: LockFile | None) -> str:
+    """builtin, configured, approved, new or changed."""
+    if skill.trusted:
         return "builtin"
-    pm = pm or skills_plugin_manager()
-    for plugin, dist in pm.list_plugin_distinfo():
-        if getattr(plugin, "__name__", None) == module or sys.modules.get(module) is plugin:
-            return f"plugin {dist.metadata['name']}"
-    return f"plugin {module}"
+    if skill.metadata.get("configured"):
+        return "configured"
+    return lock.status(skill) if lock is not None else "new"
+
+
+@dataclass
+class SkillSet:
+    """The enabled skills, started, with their tools; rebuilt in place on a reload."""
+
+    context: SkillContext
+    enabled: list[str] | None = None
+    pm: pluggy.PluginManager | None = None
+    skills: dict[str, Skill] = field(default_factory=dict)
+    disabled: dict[str, str] = field(default_factory=dict)  # name -> why
+    tools: list[tuple[Tool, Skill]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def load(self) -> None:
+        """Discover, start and collect; skills that were running are closed first."""
+        with self._lock:
+            found = discover(
+                skills_dir(self.context), self.context.options.get("mcp"), self.pm
+            ).skills
+            names = (
+                [n for n, s in found.items() if s.by_default]
+                if self.enabled is None
+                else list(self.enabled)
+            )
+            unknown = [n for n in names if n not in found and n != "skills"]
+            if unknown:
+                raise UserError(
+                    f"unknown skill {', '.join(map(repr, unknown))}; "
+                    f"known skills: {', '.join(sorted(found))}"
+                )
+            lock = lock_file(self.context)
+            chosen: dict[str, Skill] = {}
+            disabled: dict[str, str] = {}
+            for name in names:
+                if name not in found:
+                    continue
+                status = status_of(found[name], lock)
+                if status in ("new", "changed"):
+                    disabled[name] = status
+                else:
+                    chosen[name] = found[name]
+            # Start the new set before closing the old one: if it fails, what ran stays.
+            tools = self._start(chosen)
+            self.close()
+            self.skills, self.disabled, self.tools = chosen, disabled, tools
+
+    def _start(self, skills: dict[str, Skill]) -> list[tuple[Tool, Skill]]:
+        tools: list[tuple[Tool, Skill]] = []
+        owner: dict[str, Skill] = {}
+        started: list[Skill] = []
+        try:
+            for skill in skills.values():
+                context = self.context
+                if skill.permissions is not None:
+                    context = scoped_context(context, skill.name, skill.permissions)
+                made = skill.start(context)
+                started.append(skill)
+                self.context.policy.merge_defaults(as_policy_rules(skill.name, skill.rules))
+                tools += [(_sourced(t, skill), skill) for t in made]
+            instruction = {n: s for n, s in skills.items() if s.instructions is not None}
+            if instruction:
+                library = Skill("skills", lambda _c: [], "Instruction skills.", source="builtin")
+                for tool in make_library_tools(self.context, self.skills_with_instructions):
+                    tool.description += f" Skills:\n{catalog_text(instruction)}"
+                    tools.append((tool, library))
+            for tool, skill in tools:
+                other = owner.get(tool.name)
+                if other is not None:
+                    raise UserError(
+                        f"two skills define the tool {tool.name!r}: {other.name} ({other.source}) "
+                        f"and {skill.name} ({skill.source}); disable or remove one of them"
+                    )
+                owner[tool.name] = skill
+        except BaseException:
+            _close_all(started)
+            raise
+        return tools
+
+    def skills_with_instructions(self) -> Mapping[str, Skill]:
+        return {n: s for n, s in self.skills.items() if s.instructions is not None}
+
+    def close(self) -> None:
+        """Close every started skill (MCP connections, processes)."""
+        _close_all(self.skills.values())
+
+
+def _close_all(skills: Iterable[Skill]) -> None:
+    for skill in skills:
+        if skill.close is not None:
+            with contextlib.suppress(Exception):
+                skill.close()
+
+
+def _sourced(tool: Tool, skill: Skill) -> Tool:
+    with contextlib.suppress(AttributeError):
+        tool.source = skill.source  # type: ignore[attr-defined]
+    return tool
+
+
+class LiveToolbox(Toolbox):
+    """A toolbox whose tools can be swapped while the agent runs (hot reload)."""
+
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        skillset: SkillSet | None = None,
+        refine: Refine | None = None,
+    ) -> None:
+        super().__init__(tools, refine)
+        self.skillset = skillset
+
+    def replace(self, tools: Iterable[Tool]) -> None:
+        fresh = Toolbox(tools)
+        self._tools = dict(fresh.as_mapping())
 
 
 def build_tools(
     context: SkillContext, enabled: list[str] | None = None, pm: pluggy.PluginManager | None = None
 ) -> list[tuple[Tool, str]]:
     """The unguarded tools of the enabled skills, each with where it comes from."""
-    pm = pm or skills_plugin_manager()
-    factories = skill_factories(pm)
-    names = list(DEFAULT_SKILLS if enabled is None else enabled)
-    unknown = [n for n in names if n not in factories]
-    if unknown:
-        raise UserError(
-            f"unknown skill {', '.join(map(repr, unknown))}; "
-            f"known skills: {', '.join(sorted(factories))}"
-        )
-    tools: list[tuple[Tool, str]] = []
-    for name in names:
-        source = skill_source(factories[name], pm)
-        tools += [(tool, source) for tool in factories[name](context)]
-    return tools
+    skillset = SkillSet(context, enabled, pm)
+    skillset.load()
+    return [(tool, skill.source) for tool, skill in skillset.tools]
+
+
+def guard(skillset: SkillSet, approver: Approver) -> list[Tool]:
+    """Every tool of ``skillset`` behind the policy, approvals, redaction and audit."""
+    c = skillset.context
+    return [GuardedTool(t, c.policy, approver, c.audit, c.redactor) for t, _ in skillset.tools]
 
 
 def build_toolbox(
@@ -84,8 +195,6 @@ def build_toolbox(
     """
     if check_sandbox:
         context.runner.check()
-    guarded = [
-        GuardedTool(tool, context.policy, approver, context.audit, context.redactor)
-        for tool, _source in build_tools(context, enabled, pm)
-    ]
-    return Toolbox(guarded, refine=workspace_enums(context.workspace))
+    skillset = SkillSet(context, enabled, pm)
+    skillset.load()
+    return Toolbox(guard(skillset, approver), refine=workspace_enums(context.workspace))

@@ -11,6 +11,7 @@ from sandbox.command import parse_command
 from sandbox.policy import Policy
 from sandbox.rules import CommandSubject, PathSubject, RuleTarget, ValueSubject, parse_rule
 from sandbox.settings import SandboxSettings
+from skills.default_rules import builtin_rules
 
 SHELL = RuleTarget("shell", "exec", CommandSubject("command"))
 READ = RuleTarget("files.read", "read", PathSubject("path"))
@@ -19,7 +20,7 @@ MAIL = RuleTarget("mail.send", "other", ValueSubject("to"))
 
 
 def policy(tmp_path: Path, **rules: list[str]) -> Policy:
-    return Policy.from_settings(SandboxSettings(**rules), tmp_path)
+    return Policy.from_settings(SandboxSettings(**rules), tmp_path, builtin_rules())
 
 
 def shell(p: Policy, command: str) -> str:
@@ -101,7 +102,9 @@ def test_path_rules(tmp_path: Path) -> None:
 
 
 def test_read_only_mode_denies_writes(tmp_path: Path) -> None:
-    p = Policy.from_settings(SandboxSettings(mode="read-only", allow=["files.write"]), tmp_path)
+    p = Policy.from_settings(
+        SandboxSettings(mode="read-only", allow=["files.write"]), tmp_path, builtin_rules()
+    )
     decision = p.decide(WRITE, "files_write", {"path": "a"})
     assert decision.action == "deny" and "read-only" in decision.reason
 

@@ -38,7 +38,7 @@ def toolbox(ws: Path, approver=None, **settings) -> Toolbox:  # type: ignore[no-
 def call(tb: Toolbox, name: str, **args: object) -> str:
     tool = tb.get(name)
     assert tool is not None
-    return tool.call(args)
+    return tool.call(args).render()
 
 
 def test_the_builtin_tools_and_their_rule_names(ws: Path) -> None:
@@ -53,7 +53,7 @@ def test_the_builtin_tools_and_their_rule_names(ws: Path) -> None:
         "files_list": ("files.list", "builtin"),
         "files_search": ("files.search", "builtin"),
     }
-    with pytest.raises(UserError, match="known skills: files, shell"):
+    with pytest.raises(UserError, match="known skills: files, mail, shell"):
         build_tools(context, ["shell", "nope"])
 
 

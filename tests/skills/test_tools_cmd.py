@@ -7,34 +7,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 from rich.console import Console
 from typer.testing import CliRunner
 
 import cli.tools_cmd as tools_cmd
 from cli.approvals import AutoApprover, DenyApprover, TerminalApprover, choose_approver
 from cli.audit_cmd import show_audit
-from sandbox.settings import SandboxSettings
+from cli.config import BackendOptions, Settings
 from skills.guard import ApprovalRequest
 
 
-class StandInSettings(BaseModel):
-    """The fields of the CLI's settings these commands read."""
-
-    workspace: Path
-    sandbox: SandboxSettings = SandboxSettings()
-    data_dir: Path
-    audit_path: Path
-    telegram_token: str = "tg-token-abcdef"
-
-
 @pytest.fixture
-def settings(tmp_path: Path) -> StandInSettings:
+def settings(tmp_path: Path) -> Settings:
+    """The CLI's real settings, with a credential in the config to redact."""
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "readme.md").write_text("token is tg-token-abcdef\n")
-    return StandInSettings(
-        workspace=ws, data_dir=tmp_path / "data", audit_path=tmp_path / "data" / "audit.jsonl"
+    return Settings(
+        workspace=ws,
+        data_dir=tmp_path / "data",
+        backends={"openai": BackendOptions(api_key="tg-token-abcdef")},
     )
 
 
@@ -42,7 +34,7 @@ def console() -> Console:
     return Console(record=True, width=200, force_terminal=False)
 
 
-def test_call_prints_decision_and_redacted_result(settings: StandInSettings) -> None:
+def test_call_prints_decision_and_redacted_result(settings: Settings) -> None:
     out = console()
     code = tools_cmd.call_tool(settings, "files_read", '{"path": "readme.md"}', DenyApprover(), out)
     text = out.export_text()
@@ -51,7 +43,7 @@ def test_call_prints_decision_and_redacted_result(settings: StandInSettings) -> 
     assert "token is [redacted]" in text and "tg-token-abcdef" not in text
 
 
-def test_call_checks_a_rule_without_a_model(settings: StandInSettings) -> None:
+def test_call_checks_a_rule_without_a_model(settings: Settings) -> None:
     out = console()
     code = tools_cmd.call_tool(
         settings, "shell", '{"command": "rm -rf ~"}', AutoApprover(), out, as_json=True
@@ -62,7 +54,7 @@ def test_call_checks_a_rule_without_a_model(settings: StandInSettings) -> None:
     assert data["result"].startswith("error: denied by rule")
 
 
-def test_list_shows_every_tool_with_schema_and_origin(settings: StandInSettings) -> None:
+def test_list_shows_every_tool_with_schema_and_origin(settings: Settings) -> None:
     out = console()
     tools_cmd.list_tools(settings, out, as_json=True)
     data = {t["name"]: t for t in json.loads(out.export_text())}
@@ -78,7 +70,7 @@ def test_list_shows_every_tool_with_schema_and_origin(settings: StandInSettings)
     assert data["files_edit"]["parameters"]["required"] == ["path", "old_text", "new_text"]
 
 
-def test_typer_app_and_audit(settings: StandInSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_typer_app_and_audit(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tools_cmd, "_settings", lambda sandbox: settings)
     result = CliRunner().invoke(tools_cmd.tools_app, ["call", "shell", '{"command": "ls"}'])
     assert result.exit_code == 0, result.output

@@ -1,0 +1,1 @@
+"""The built-in ``mail`` skill: send over SMTP, search and read over IMAP."""

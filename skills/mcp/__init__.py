@@ -1,0 +1,1 @@
+"""Tools from MCP servers (stdio and streamable HTTP), as skills."""

@@ -1,0 +1,147 @@
+"""Holding a skill to its permission manifest, at run time.
+
+A skill that is not built in gets a context whose runner and path resolver refuse whatever its
+manifest does not declare, whatever the global rules allow: a program not in ``commands``, a
+path outside ``read`` / ``write``. Its programs see only the variables in ``env``, run without
+network unless it declares hosts, and without write access unless it declares write paths
+(the OS sandbox enforces those two, not this file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from agent.errors import ToolError
+from sandbox.command import parse_command
+from sandbox.paths import PathResolver
+from sandbox.rules import PathSubject, normalize_path
+from sandbox.runner import CommandResult, CommandRunner, SandboxRunner
+from skills.context import SkillContext
+from skills.skill import Permissions
+
+# Keywords that may stand before a command, and builtins that run no other program.
+_KEYWORDS = frozenset(["if", "then", "else", "elif", "while", "until", "do", "!", "{", "time"])
+_BUILTINS = frozenset(
+    {
+        *("fi", "done", "esac", "}", "for", "case", "function", "select", "[", "[[", "test"),
+        *("echo", "printf", "read", "set", "unset", "export", "local", "return", "exit"),
+        *("shift", "true", "false", ":", "cd", "pwd", "break", "continue", "declare"),
+        *("typeset", "trap", "wait", "getopts", "let"),
+    }
+)
+_SHELLS = frozenset({"bash", "sh", "dash"})
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def programs(command: str) -> list[str]:
+    """Every program a shell command line (or script) would start, hidden ones included."""
+    parsed = parse_command(command)
+    found: list[str] = []
+    for segment in parsed.segments:
+        words = [t.text for t in segment if not (_ASSIGNMENT.match(t.text) and not t.quoted)]
+        while words and words[0] in _KEYWORDS:
+            words.pop(0)
+        if words and words[0] not in _BUILTINS:
+            found.append(words[0].rsplit("/", 1)[-1])
+    for body in parsed.hidden:
+        found += programs(body)
+    return found
+
+
+def check_argv(skill: str, permissions: Permissions, argv: Sequence[str]) -> None:
+    """Refuse ``argv`` unless every program it starts is declared in ``commands``."""
+    if not argv:
+        raise ToolError("the command is empty")
+    program = argv[0].rsplit("/", 1)[-1]
+    if program in _SHELLS and len(argv) >= 3 and argv[1] == "-c":
+        started = programs(argv[2])
+        line = argv[2]
+    else:
+        started, line = [program], " ".join(argv)
+    declared = permissions.commands
+    for name in started:
+        if name in ("eval", "source", "."):
+            raise ToolError(_refusal(skill, f"`{name}` (it hides what runs)", declared))
+        if not any(_command_matches(pattern, name, line) for pattern in declared):
+            raise ToolError(_refusal(skill, f"the program `{name}`", declared))
+
+
+def _command_matches(pattern: str, program: str, line: str) -> bool:
+    if " " in pattern.strip():
+        return fnmatchcase(" ".join(line.split()), pattern)
+    return fnmatchcase(program, pattern)
+
+
+def _refusal(skill: str, what: str, declared: list[str]) -> str:
+    allowed = ", ".join(declared) or "none"
+    return (
+        f"refused: the skill {skill!r} did not declare {what} in its permission manifest "
+        f"(it declares: {allowed}). Do not retry; tell the user if the skill needs it."
+    )
+
+
+class ScopedRunner:
+    """A runner that starts only the programs a skill declared, with only its variables."""
+
+    def __init__(self, skill: str, permissions: Permissions, inner: CommandRunner) -> None:
+        self.skill = skill
+        self.permissions = permissions
+        self.inner = inner
+
+    def run(self, argv: Sequence[str], *, timeout: float | None = None) -> CommandResult:
+        check_argv(self.skill, self.permissions, argv)
+        return self.inner.run(argv, timeout=timeout)
+
+    def check(self) -> None:
+        self.inner.check()
+
+
+@dataclasses.dataclass(slots=True)
+class ScopedPaths(PathResolver):
+    """A path resolver that lets a skill touch only the paths its manifest declares."""
+
+    skill: str = ""
+    permissions: Permissions = dataclasses.field(default_factory=Permissions)
+
+    def resolve(self, path: str, *, for_write: bool = False) -> Path:
+        resolved = PathResolver.resolve(self, path, for_write=for_write)
+        globs = (
+            self.permissions.write
+            if for_write
+            else [
+                *self.permissions.read,
+                *self.permissions.write,
+            ]
+        )
+        rel = normalize_path(str(resolved), self.workspace)
+        subject = PathSubject("path")
+        if not any(subject.matches(g, {"path": rel}, "allow", self.workspace) for g in globs):
+            kind = "write" if for_write else "read"
+            raise ToolError(
+                _refusal(self.skill, f"{kind} access to {rel!r}", globs).replace(
+                    "(it declares:", f"({kind} paths:"
+                )
+            )
+        return resolved
+
+
+def scoped_context(context: SkillContext, skill: str, permissions: Permissions) -> SkillContext:
+    """The context a non-built-in skill's ``start`` receives."""
+    settings = context.settings
+    mode = settings.mode
+    if not permissions.write:
+        mode = "read-only"
+    elif mode == "full-access" and not permissions.network:
+        mode = "workspace-write"  # full access is the only mode with network
+    sandbox = settings.model_copy(update={"env_allowlist": list(permissions.env), "mode": mode})
+    runner = SandboxRunner(sandbox, context.workspace, context.environ)
+    return dataclasses.replace(
+        context,
+        settings=sandbox,
+        runner=ScopedRunner(skill, permissions, runner),
+        paths=ScopedPaths(context.workspace, skill=skill, permissions=permissions),
+    )
