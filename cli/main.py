@@ -62,6 +62,7 @@ def _mount_optional_groups() -> None:
     app.add_typer(tools_app, name="tools")
     app.command("audit")(audit)
     app.add_typer(engine_app, name="engine")
+    app.command("doctor")(__import__("cli.doctor_cmd", fromlist=["doctor"]).doctor)
 
 
 _mount_optional_groups()

@@ -50,11 +50,13 @@ def prlimit_argv(limits: ResourceLimits, uid: int) -> list[str]:
         f"--as={limits.memory_mb * _MB}",
         f"--fsize={limits.file_size_mb * _MB}",
         f"--nproc={nproc}",
+        f"--nofile={limits.open_files}",
         "--core=0",
         "--",
     ]
 
 
-def setpriv_argv(uid: int) -> list[str]:
-    """``setpriv`` dropping root to ``uid`` (and the same gid, no supplementary groups)."""
-    return [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+def setpriv_argv(uid: int, gid: int | None = None) -> list[str]:
+    """``setpriv`` dropping root to ``uid`` and ``gid`` (default: the same number), no groups."""
+    gid = uid if gid is None else gid
+    return [_tool("setpriv"), f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]

@@ -10,11 +10,12 @@ from typing import Any
 
 from agent.errors import UserError
 from sandbox.audit import AuditLog
-from sandbox.paths import PathResolver
+from sandbox.paths import PathResolver, clawloop_dirs
 from sandbox.policy import Policy
-from sandbox.runner import CommandRunner, SandboxRunner
-from sandbox.secrets import Redactor, find_secrets
+from sandbox.runner import CommandRunner, SandboxRunner, home_folders
+from sandbox.secrets import Redactor, credential_file_secrets, find_secrets
 from sandbox.settings import SandboxSettings
+from sandbox.workspace import check_workspace
 
 
 @dataclass(slots=True)
@@ -40,18 +41,28 @@ class SkillContext:
         secrets: Iterable[str] = (),
         data_dir: Path | None = None,
         environ: Mapping[str, str] | None = None,
+        config_path: Path | None = None,
     ) -> SkillContext:
-        """The usual context: a bubblewrap (or "off") runner and the policy from ``settings``."""
+        """The usual context: a bubblewrap (or "off") runner and the policy from ``settings``.
+
+        The workspace is refused if it is ``/``, the home folder, or holds the config file.
+        clawloop's config, data and audit folders are hidden from every sandboxed command.
+        """
         settings = settings or SandboxSettings()
+        environ = os.environ if environ is None else environ
         if not workspace.is_dir():
             raise UserError(f"the workspace {workspace} is not a folder; create it or pick another")
         workspace = workspace.resolve()
-        redactor = Redactor(secrets)
+        configs = [config_path] if config_path is not None else []
+        check_workspace(workspace, home_folders(environ), configs)
+        hidden = [*clawloop_dirs(), *configs]
+        hidden += [p for p in (data_dir, audit_path.parent if audit_path else None) if p]
+        redactor = Redactor([*secrets, *credential_file_secrets(home_folders(environ))])
         return cls(
             workspace=workspace,
             settings=settings,
-            runner=SandboxRunner(settings, workspace, os.environ if environ is None else environ),
-            paths=PathResolver(workspace),
+            runner=SandboxRunner(settings, workspace, environ, hidden),
+            paths=PathResolver(workspace, [*clawloop_dirs(), *hidden]),
             redactor=redactor,
             audit=AuditLog(audit_path, redactor),
             policy=Policy.from_settings(settings, workspace),
@@ -71,4 +82,5 @@ class SkillContext:
             secrets=find_secrets(dump, environ),
             data_dir=getattr(settings, "data_dir", None),
             environ=environ,
+            config_path=getattr(settings, "config_path", None),
         )
