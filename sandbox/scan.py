@@ -56,7 +56,7 @@ class Scan:
     """Protected paths inside the workspace at one moment."""
 
     git: set[Path] = field(default_factory=set)  # .git entries, gitdir targets, hooks paths
-    inodes: set[tuple[int, int]] = field(default_factory=set)  # (device, inode) of each .git
+    inodes: set[tuple[int, int]] = field(default_factory=set)  # (device, inode) of each of them
     sockets: set[Path] = field(default_factory=set)
     rc_files: set[Path] = field(default_factory=set)  # start-up files at the workspace's top
     complete: bool = True
@@ -84,8 +84,10 @@ def scan(workspace: Path) -> Scan:
     """Walk ``workspace`` (never following links, never crossing into other file systems)."""
     found = Scan()
     for name in SHELL_RC_FILES:
-        if os.path.lexists(workspace / name):
+        inode = _inode(workspace / name)
+        if inode is not None:
             found.rc_files.add(workspace / name)
+            found.inodes.add(inode)
     dev = os.lstat(workspace).st_dev
     stack = [workspace]
     seen = 0
@@ -189,9 +191,9 @@ def _config_value(config: Path, section: str, key: str) -> str | None:
 def refuse_new(before: Scan, after: Scan, workspace: Path) -> list[Refusal]:
     """Move aside every ``.git`` and start-up file that appeared between the two scans."""
     refusals = []
-    # A repository whose parent folder was renamed is the same inode under a new name.
-    new_git = {p for p in after.git - before.git if _inode(p) not in before.inodes}
-    new = sorted(new_git | (after.rc_files - before.rc_files))
+    # By inode, not by name: a repository whose parent folder was renamed is the same inode
+    # under a new name, and a new one can be made under the old name.
+    new = sorted(p for p in after.git | after.rc_files if _inode(p) not in before.inodes)
     for path in new:
         if not os.path.lexists(path) or any(p in new for p in path.parents):
             continue

@@ -67,7 +67,8 @@ def test_a_killed_command_is_told_why(run: RunFn) -> None:
 
 FILL = (
     "python3 - {target} <<'EOF'\nimport sys\nn = 0\ntry:\n    with open(sys.argv[1], 'wb') as f:\n"
-    "        for n in range(1, 4097):\n            f.write(b'x' * 65536 * 16)\n            f.flush()\n"
+    "        for n in range(1, 4097):\n"
+    "            f.write(b'x' * 65536 * 16)\n            f.flush()\n"
     "except OSError:\n    n -= 1\nopen('filled.txt', 'w').write(str(n))\nEOF"
 )
 

@@ -101,7 +101,8 @@ ATTEMPTS: list[tuple[str, str, Callable[[CommandResult, Repo], None]]] = [
     ),
     (
         "copy-dot-git-over",
-        f"cp -a .git /tmp/g && git --git-dir=/tmp/g config {FSMON} && rm -rf .git; cp -a /tmp/g .git",
+        f"cp -a .git /tmp/g && git --git-dir=/tmp/g config {FSMON} && rm -rf .git;"
+        " cp -a /tmp/g .git",
         ran_nothing("."),
     ),
     (
@@ -111,7 +112,8 @@ ATTEMPTS: list[tuple[str, str, Callable[[CommandResult, Repo], None]]] = [
     ),
     (
         "replace-dot-git-with-gitdir-file",
-        f"git init -q evil && git -C evil config {FSMON}; rm -rf .git; echo 'gitdir: evil/.git' > .git",
+        f"git init -q evil && git -C evil config {FSMON}; rm -rf .git;"
+        " echo 'gitdir: evil/.git' > .git",
         ran_nothing("."),
     ),
     ("nested-repo-config", f"git -C sub config {FSMON}", ran_nothing("sub")),
@@ -127,7 +129,8 @@ ATTEMPTS: list[tuple[str, str, Callable[[CommandResult, Repo], None]]] = [
     ),
     (
         "module-gitdir-file",
-        f"git init -q --bare /tmp/x; echo 'gitdir: ../evil-m' > m/.git; cp -a .git/modules/m evil-m; git --git-dir=evil-m config {FSMON}",
+        "echo 'gitdir: ../evil-m' > m/.git; cp -a .git/modules/m evil-m;"
+        f" git --git-dir=evil-m config {FSMON}",
         ran_nothing("m"),
     ),
     (
@@ -137,7 +140,8 @@ ATTEMPTS: list[tuple[str, str, Callable[[CommandResult, Repo], None]]] = [
     ),
     (
         "hooks-path-folder-renamed",
-        f"mv .githooks .gh2; mkdir .githooks; {HOOK} > .githooks/pre-commit; chmod +x .githooks/pre-commit",
+        f"mv .githooks .gh2; mkdir .githooks; {HOOK} > .githooks/pre-commit;"
+        " chmod +x .githooks/pre-commit",
         ran_nothing("."),
     ),
     (
@@ -163,12 +167,15 @@ ATTEMPTS: list[tuple[str, str, Callable[[CommandResult, Repo], None]]] = [
     ),
     (
         "new-repo-by-mkdir",
-        "mkdir -p nr/.git/objects nr/.git/refs && echo 'ref: refs/heads/main' > nr/.git/HEAD && printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = touch %s\\n' $PWN > nr/.git/config",
+        "mkdir -p nr/.git/objects nr/.git/refs && echo 'ref: refs/heads/main' > nr/.git/HEAD"
+        " && printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = touch %s\\n' $PWN"
+        " > nr/.git/config",
         ran_nothing("nr"),
     ),
     (
         "new-gitdir-file",
-        f"mkdir sub3 && git init -q evil3 && git -C evil3 config {FSMON} && echo 'gitdir: ../evil3/.git' > sub3/.git",
+        f"mkdir sub3 && git init -q evil3 && git -C evil3 config {FSMON}"
+        " && echo 'gitdir: ../evil3/.git' > sub3/.git",
         ran_nothing("sub3"),
     ),
     (
@@ -178,7 +185,8 @@ ATTEMPTS: list[tuple[str, str, Callable[[CommandResult, Repo], None]]] = [
     ),
     (
         "symlink-dot-git",
-        f"git init -q --bare /tmp/e.git; git init -q evil4 && git -C evil4 config {FSMON} && mkdir s4 && ln -s ../evil4/.git s4/.git",
+        f"git init -q evil4 && git -C evil4 config {FSMON} && mkdir s4"
+        " && ln -s ../evil4/.git s4/.git",
         ran_nothing("s4"),
     ),
     (
@@ -219,7 +227,8 @@ def test_control_planting_without_the_sandbox_is_seen(
 
 def test_a_new_repository_is_moved_aside_and_its_keys_named(run: RunFn, workspace: Path) -> None:
     result = run(
-        "git init -q fresh && git -C fresh config alias.st '!true' && git -C fresh config core.pager less"
+        "git init -q fresh && git -C fresh config alias.st '!true'"
+        " && git -C fresh config core.pager less"
     )
     assert not (workspace / "fresh" / ".git").exists()
     assert (workspace / "fresh" / ".git.clawloop-refused").is_dir()
@@ -246,8 +255,10 @@ def test_clawloop_folders_in_the_workspace_are_invisible(run: RunFn, workspace: 
     (own / "config.toml").write_text('[sandbox]\nmode = "read-only"\n')
     (own / "audit.jsonl").write_text("{}\n")
     script = (
-        "cat .clawloop/config.toml; ls -a .clawloop; echo 'mode = \"full-access\"' > .clawloop/config.toml;"
-        " mv .clawloop .c2; mkdir -p .clawloop; echo 'mode = \"full-access\"' > .clawloop/config.toml"
+        "cat .clawloop/config.toml; ls -a .clawloop;"
+        " echo 'mode = \"full-access\"' > .clawloop/config.toml;"
+        " mv .clawloop .c2; mkdir -p .clawloop;"
+        " echo 'mode = \"full-access\"' > .clawloop/config.toml"
     )
     result = run(script, hidden=[own])
     assert "read-only" not in result.stdout and "audit.jsonl" not in result.stdout

@@ -19,7 +19,7 @@ from skills.context import SkillContext
 def test_the_home_folder_is_refused(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    with pytest.raises(UserError, match="home folder.*--workspace"):
+    with pytest.raises(UserError, match=r"home folder.*--workspace"):
         SkillContext.create(home, environ={"HOME": str(home)})
 
 
