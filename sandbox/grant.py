@@ -11,7 +11,9 @@ length of the command, removed again afterwards. The grant:
 - skips regular files with more than one hard link (the other name may be outside), inodes
   that already carry an ACL of the user's own, and anything that is not a file or folder;
 - never touches the workspace's parents: the sandbox mounts the workspace from a descriptor,
-  so it needs no search permission on the way to it.
+  so it needs no search permission on the way to it;
+- leaves git metadata alone: it is read-only in the sandbox anyway, and git keeps it readable
+  by everyone unless the user chose otherwise.
 
 ACL entries are written as the ``system.posix_acl_access`` attribute directly (no ``setfacl``
 process): one ``setxattr`` per inode.
@@ -86,34 +88,36 @@ def _ours(blob: bytes, uid: int) -> bool:
 
 
 def _walk(workspace: Path) -> Iterator[tuple[int, os.stat_result, str]]:
-    """(fd, stat, workspace-relative name) for every inode, by descriptor, no links followed."""
+    """(fd, stat, workspace-relative name) for every folder and regular file, by descriptor,
+    no links followed, not leaving the workspace's file system."""
     top = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     dev = os.fstat(top).st_dev
     yield top, os.fstat(top), "."
     stack = [(top, "")]
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     while stack:
         dirfd, prefix = stack.pop()
         try:
-            names = os.listdir(dirfd)
+            with os.scandir(dirfd) as entries:
+                found = [
+                    (e.name, e.is_dir(follow_symlinks=False))
+                    for e in entries
+                    if e.name != ".git"
+                    and (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False))
+                ]
         except OSError:
-            names = []
-        for name in names:
+            found = []
+        for name, is_dir in found:
             try:
-                info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                fd = os.open(name, flags | (os.O_DIRECTORY if is_dir else 0), dir_fd=dirfd)
             except OSError:
-                continue
-            if info.st_dev != dev or not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
-                continue
-            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-            if stat.S_ISDIR(info.st_mode):
-                flags |= os.O_DIRECTORY
-            try:
-                fd = os.open(name, flags, dir_fd=dirfd)
-            except OSError:
-                continue
-            info = os.fstat(fd)  # what was opened, not what was looked at
+                continue  # gone, a FIFO swapped in, or a link: nothing to grant
+            info = os.fstat(fd)  # what was opened, not what was listed
             rel = f"{prefix}{name}"
-            if stat.S_ISDIR(info.st_mode) and info.st_dev == dev:
+            if info.st_dev != dev:
+                os.close(fd)
+                continue
+            if stat.S_ISDIR(info.st_mode):
                 yield fd, info, rel
                 stack.append((fd, rel + "/"))
                 continue
@@ -139,8 +143,7 @@ def grant(workspace: Path, uid: int, write: bool) -> Grant:
             existing = b""
         if existing and not _ours(existing, uid):
             continue  # the user's own ACL: left as it is
-        top_git = rel == ".git" or rel.startswith(".git/") or "/.git/" in f"/{rel}"
-        perms = 7 if write and not top_git else 5
+        perms = 7 if write else 5
         if stat.S_ISREG(info.st_mode) and not info.st_mode & 0o111:
             perms &= 6
         with contextlib.suppress(OSError):

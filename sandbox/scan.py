@@ -89,7 +89,7 @@ def scan(workspace: Path) -> Scan:
             found.rc_files.add(workspace / name)
             found.inodes.add(inode)
     dev = os.lstat(workspace).st_dev
-    stack = [workspace]
+    stack = [str(workspace)]
     seen = 0
     while stack:
         folder = stack.pop()
@@ -97,27 +97,31 @@ def scan(workspace: Path) -> Scan:
             entries = list(os.scandir(folder))
         except OSError:
             continue
+        seen += len(entries)
+        if seen > MAX_ENTRIES:
+            found.complete = False
+            return found
         for entry in entries:
-            seen += 1
-            if seen > MAX_ENTRIES:
-                found.complete = False
-                return found
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            path = Path(entry.path)
             if entry.name == ".git":
+                path = Path(entry.path)
                 found.git.add(path)
-                found.inodes.add((info.st_dev, info.st_ino))
+                found.inodes.add(_inode(path) or (0, 0))
                 for target in _pointed_to(path, workspace):
                     found.git.add(target)
                     found.inodes.add(_inode(target) or (0, 0))
                 continue  # the whole folder is mounted read-only
-            if stat.S_ISSOCK(info.st_mode):
-                found.sockets.add(path)
-            elif stat.S_ISDIR(info.st_mode) and info.st_dev == dev:
-                stack.append(path)
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.stat(follow_symlinks=False).st_dev == dev:
+                        stack.append(entry.path)
+                elif (
+                    not entry.is_file(follow_symlinks=False)
+                    and not entry.is_symlink()
+                    and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
+                ):
+                    found.sockets.add(Path(entry.path))
+            except OSError:
+                continue
     return found
 
 
