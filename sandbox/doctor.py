@@ -35,7 +35,8 @@ def _bwrap_starts() -> tuple[bool, str]:
         except Exception as exc:  # the report says why instead of failing
             return False, str(exc).splitlines()[0]
     if result.exit_code == 0:
-        return True, "bubblewrap starts a sandbox (user, pid, net, ipc, uts namespaces)"
+        how = "as root, dropping to another uid" if os.geteuid() == 0 else "in a user namespace"
+        return True, f"it starts a sandbox ({how})"
     return False, (result.stderr.strip().splitlines() or ["it did not start"])[0]
 
 
@@ -58,49 +59,57 @@ def checks(settings: SandboxSettings | None = None) -> list[Check]:
         Check(
             "file view",
             ok,
-            "only /usr, /etc, /opt and the /bin, /lib links are visible (read-only); homes, "
-            "/var, /run, /srv, /mnt and the host's world-writable folders and sockets are not",
+            "only /usr, /etc, /opt and the /bin, /sbin, /lib links, read-only; no homes, /var, "
+            "/run, /srv, /mnt; the workspace read-write at its own path",
         ),
-        Check("workspace", ok, "read-write at its own path (read-only in read-only mode)"),
+        Check(
+            "shared places and sockets",
+            ok,
+            f"private /tmp and /var/tmp ({limits.tmp_size_mb} MB) and /dev/shm (64 MB); host "
+            "unix sockets out of view, those in the workspace covered",
+        ),
+        Check("network", ok, "none, not even the host's loopback (full-access shares it)"),
         Check(
             "git metadata",
             ok,
-            "every .git, gitdir target and hooks path in the workspace is mounted read-only; "
-            "a new .git or start-up file is moved aside after the command and reported",
+            "every .git, gitdir target and hooks path in the workspace mounted read-only",
         ),
-        Check("network", ok, "none (full-access shares the host's network)"),
         Check(
-            "private tmpfs",
+            "nothing created for later",
             ok,
-            f"/tmp and /var/tmp {limits.tmp_size_mb} MB, /dev/shm 64 MB; / and /dev read-only",
+            "a new .git or start-up file is renamed NAME.clawloop-refused after the command, "
+            "and its program-running config keys reported",
         ),
-        Check("processes", ok, "own pid namespace, killed as a whole on timeout"),
+        Check("start-up files", ok, "read-only when they exist, refused when created"),
         Check(
-            "uid",
+            "clawloop's own folders",
             ok,
-            "clawloop is root: commands run as the workspace's owner, or as uid "
-            f"{settings.sandbox_uid} with a per-command ACL on the workspace's own inodes"
-            if root
-            else f"commands run as uid {os.geteuid()} with no capabilities",
+            "config, data, audit log and sessions covered wherever the view would show them",
         ),
+        Check("refused workspaces", True, "/, the home folder, a folder holding the config"),
+        Check("the user's home", ok, "not in the view, and covered where it would be"),
+        Check("processes", ok, "own pid namespace, killed as a whole"),
         Check(
             "seccomp",
             ok and seccomp.supported(),
-            "fallocate, io_uring and other ABIs refused"
+            "fallocate, io_uring, clone3, new user namespaces and other ABIs refused"
             if seccomp.supported()
             else f"no filter for {os.uname().machine}: fallocate can reserve disk",
         ),
         Check(
-            "per-process limits",
+            "limits",
             True,
-            f"cpu {limits.cpu_s} s, address space {limits.memory_mb} MB, file {limits.file_size_mb}"
-            f" MB, open files {limits.open_files}, {limits.processes} more processes, no core",
+            f"cpu {limits.cpu_s} s, address space {limits.memory_mb} MB, file "
+            f"{limits.file_size_mb} MB, open files {limits.open_files}, {limits.processes} more "
+            f"processes, no core; disk budget {limits.disk_budget_mb} MB (checked every 50 ms)",
         ),
         Check(
-            "disk budget",
-            True,
-            f"a command that grows the workspace's file system by {limits.disk_budget_mb} MB is "
-            "killed (checked every 50 ms)",
+            "root",
+            ok,
+            "clawloop is root: commands run as the workspace's owner, or as uid "
+            f"{settings.sandbox_uid} with an ACL on the workspace's own inodes for the command"
+            if root
+            else f"not root: commands run as uid {os.geteuid()} in a user namespace",
         ),
     ]
     place = find_place()
