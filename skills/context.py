@@ -55,14 +55,15 @@ class SkillContext:
         workspace = workspace.resolve()
         configs = [config_path] if config_path is not None else []
         check_workspace(workspace, home_folders(environ), configs)
-        hidden = [*clawloop_dirs(), *configs]
-        hidden += [p for p in (data_dir, audit_path.parent if audit_path else None) if p]
+        hidden = [*clawloop_dirs(), *configs, *(p for p in (data_dir, audit_path) if p)]
+        # A folder that holds the workspace cannot be hidden from it (nor write-protected).
+        hidden = [p for p in hidden if not _holds(Path(p), workspace)]
         redactor = Redactor([*secrets, *credential_file_secrets(home_folders(environ))])
         return cls(
             workspace=workspace,
             settings=settings,
             runner=SandboxRunner(settings, workspace, environ, hidden),
-            paths=PathResolver(workspace, [*clawloop_dirs(), *hidden]),
+            paths=PathResolver(workspace, hidden),
             redactor=redactor,
             audit=AuditLog(audit_path, redactor),
             policy=Policy.from_settings(settings, workspace),
@@ -84,3 +85,8 @@ class SkillContext:
             environ=environ,
             config_path=getattr(settings, "config_path", None),
         )
+
+
+def _holds(folder: Path, workspace: Path) -> bool:
+    real = Path(os.path.realpath(folder))
+    return real == workspace or real in workspace.parents
