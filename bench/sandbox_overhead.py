@@ -2,12 +2,14 @@
 
 Usage: PYTHONPATH=. python bench/sandbox_overhead.py [--runs 50] [--files 200]
 Each row runs ``bash -c true`` (the shell tool's shape) ``--runs`` times after a warm-up and
-prints the median and 90th percentile wall time per call. The workspace holds ``--files``
-small files in a git repository, so the per-call walks (git metadata, and as root the
-workspace grant) have something to walk. As root, the bubblewrap rows are measured twice:
-with a root-owned workspace (a per-call ACL grant and revoke) and with one owned by an
-ordinary user (the command runs as that user, nothing granted). The files rows call the real
-``files_read`` and ``files_search`` tools (path checks, descriptor checks, RE2).
+prints the median and 90th percentile wall time per call, and the CPU time per call (this
+process and its children), each also as the difference to a bare ``subprocess.run``.
+The workspace holds ``--files`` small files in a git repository, so the per-call walks
+(git metadata, and as root the workspace grant) have something to walk. As root, the
+bubblewrap rows are measured twice: with a root-owned workspace (a per-call ACL grant and
+revoke) and with one owned by an ordinary user (the command runs as that user, nothing
+granted). The files rows call the real ``files_read`` and ``files_search`` tools (path
+checks, descriptor checks, RE2).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -30,17 +33,32 @@ from skills.files import make_files_tools
 ARGV = ["bash", "-c", "true"]
 
 
-def measure(fn: Callable[[], object], runs: int) -> tuple[float, float]:
-    """Median and p90 seconds per call."""
+def _cpu() -> float:
+    """CPU seconds used so far by this process and its finished children."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def measure(fn: Callable[[], object], runs: int) -> tuple[float, float, float]:
+    """Median and p90 wall seconds per call, and mean CPU seconds per call.
+
+    On a busy machine wall time mostly measures the wait for a core; CPU time is what the
+    call itself costs, and changes far less with the load.
+    """
     for _ in range(3):
         fn()
     times = []
+    cpu_began = _cpu()
     for _ in range(runs):
         began = time.perf_counter()
         fn()
         times.append(time.perf_counter() - began)
+    cpu = (_cpu() - cpu_began) / runs
     times.sort()
-    return statistics.median(times), times[int(0.9 * (len(times) - 1))]
+    return statistics.median(times), times[int(0.9 * (len(times) - 1))], cpu
 
 
 def _workspace(root: Path, files: int, owner: int | None) -> Path:
@@ -85,13 +103,18 @@ def main() -> None:
             ("files_search tool", lambda: search.call({"pattern": r"x = 1\d$|project"})),
         ]
         results = {name: measure(fn, args.runs) for name, fn in rows}
-    bare = results["bare subprocess.run"][0]
+    bare, _, bare_cpu = results["bare subprocess.run"]
     load = os.getloadavg()[0]
     head = f"per call ({args.runs} runs, {args.files} files, load {load:.2f})"
-    print(f"{head:<44}{'median':>10}{'p90':>10}{'added':>10}")
-    for name, (median, p90) in results.items():
-        added = f"{(median - bare) * 1e3:>8.1f}ms" if not name.startswith("files") else "      --"
-        print(f"{name:<44}{median * 1e3:>8.1f}ms{p90 * 1e3:>8.1f}ms{added}")
+    print(f"{head:<44}{'median':>9}{'p90':>9}{'added':>9}{'cpu':>9}{'added':>9}")
+    for name, (median, p90, cpu) in results.items():
+        files = name.startswith("files")
+        added = "--" if files else f"{(median - bare) * 1e3:.1f}ms"
+        added_cpu = "--" if files else f"{(cpu - bare_cpu) * 1e3:.1f}ms"
+        print(
+            f"{name:<44}{median * 1e3:>7.1f}ms{p90 * 1e3:>7.1f}ms{added:>9}"
+            f"{cpu * 1e3:>7.1f}ms{added_cpu:>9}"
+        )
 
 
 if __name__ == "__main__":

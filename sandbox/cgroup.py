@@ -1,4 +1,4 @@
-"""A control group per sandboxed command, so memory and process limits hold for the whole tree.
+"""A control group for sandboxed commands, so memory and process limits hold for the whole tree.
 
 Per-process limits (``RLIMIT_AS``) let a command start many processes that each stay under the
 limit. A cgroup bounds them together. cgroup v2 is used where this process's own cgroup can
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; '
 _counter = itertools.count()
 
 
@@ -46,11 +46,10 @@ class Cgroup:
     def procs_files(self) -> list[str]:
         return [str(f / "cgroup.procs") for f in self.folders]
 
-    def wrap(self, argv: list[str]) -> list[str]:
-        """``argv`` run so that it starts inside the cgroup."""
-        if not self.folders:
-            return argv
-        return ["/bin/sh", "-c", _JOIN, "sh", *self.procs_files(), "--", *argv]
+    def wrap(self, argv: list[str], prelude: str = "") -> list[str]:
+        """``argv`` run by ``sh`` so that it starts inside the cgroup, after ``prelude``."""
+        script = f'{_JOIN}{prelude}exec "$@"'
+        return ["/bin/sh", "-c", script, "sh", *self.procs_files(), "--", *argv]
 
     def remove(self) -> None:
         """Remove the folders once the processes are gone (the pid namespace dies async)."""
@@ -126,7 +125,7 @@ def find_place() -> CgroupPlace:
 
 
 def create(place: CgroupPlace, memory_bytes: int, max_pids: int) -> Cgroup:
-    """A fresh cgroup for one command under ``place``; empty when there is no place."""
+    """A fresh cgroup under ``place`` (one per runner); empty when there is no place."""
     group = Cgroup()
     if not place.usable:
         return group

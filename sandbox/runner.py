@@ -16,6 +16,7 @@ import signal
 import stat
 import subprocess
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from agent.errors import ToolError, UserError
 from sandbox.bwrap import SAFE_PATH, SYSTEM_PATHS, MountPlan, bwrap_args, bwrap_path
 from sandbox.cgroup import Cgroup, create, find_place
 from sandbox.grant import Identity, grant, identity_for, revoke
-from sandbox.limits import prlimit_argv, setpriv_argv
+from sandbox.limits import prlimit_argv, setpriv_argv, ulimit_script
 from sandbox.scan import Scan, refuse_new, scan
 from sandbox.seccomp import filter_fd
 from sandbox.secrets import is_secret_name
@@ -110,6 +111,7 @@ class SandboxRunner:
         self.hidden = [Path(p) for p in hidden]
         self._checked = False
         self._cgroups = find_place() if self.sandboxed else None
+        self._group: Cgroup | None = None
 
     @property
     def sandboxed(self) -> bool:
@@ -166,7 +168,6 @@ class SandboxRunner:
         fds: list[int] = []
         notes: list[str] = []
         identity: Identity | None = None
-        group = Cgroup()
         try:
             if os.geteuid() == 0:
                 identity = identity_for(self.workspace, self.settings.sandbox_uid)
@@ -175,28 +176,41 @@ class SandboxRunner:
                     given = grant(self.workspace, identity.uid, write)
                     if given.skipped_links:
                         notes.append(_links_note(given.skipped_links))
-            if self._cgroups is not None and self._cgroups.usable:
-                group = create(self._cgroups, limits.memory_mb * _MB, limits.processes)
+            group = self._cgroup()
             cmd, kwargs = self._command(argv, fds, before, identity)
-            result = _execute(group.wrap(cmd), kwargs, timeout, limits, self.workspace)
+            uid = identity.uid if identity is not None else os.geteuid()
+            cmd = group.wrap(cmd, ulimit_script(limits, uid))
+            result = _execute(cmd, kwargs, timeout, limits, self.workspace)
         finally:
             for fd in fds:
                 os.close(fd)
             if identity is not None and identity.needs_grant:
                 revoke(self.workspace, identity.uid)
-            group.remove()
         for refusal in refuse_new(before, scan(self.workspace), self.workspace):
             notes.append(refusal.message(self.workspace))
             _log.warning("sandbox: %s", refusal.message(self.workspace))
         result.notes += notes
         return result
 
+    def _cgroup(self) -> Cgroup:
+        """This runner's cgroup, made on first use and removed when the runner goes.
+
+        One per runner rather than per command: creating and removing a memory cgroup costs
+        tens of milliseconds. Commands of one runner run one at a time in the agent loop; any
+        that overlap share the limit, which only makes it stricter.
+        """
+        if self._group is None:
+            self._group = Cgroup()
+            if self._cgroups is not None and self._cgroups.usable:
+                limits = self.settings.limits
+                self._group = create(self._cgroups, limits.memory_mb * _MB, limits.processes)
+                weakref.finalize(self, self._group.remove)
+        return self._group
+
     def _command(
         self, argv: list[str], fds: list[int], found: Scan, identity: Identity | None
     ) -> tuple[list[str], dict[str, object]]:
         bwrap = bwrap_path()
-        uid = identity.uid if identity is not None else os.geteuid()
-        prefix = prlimit_argv(self.settings.limits, uid)
         fds.append(os.open(self.workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
         plan = MountPlan(
             self.workspace, fds[0], self.settings.mode, self.env(), self.settings.limits.tmp_size_mb
@@ -224,7 +238,7 @@ class SandboxRunner:
             "env": {"PATH": SAFE_PATH},
         }
         setpriv = setpriv_argv(0)[0]
-        return [*prefix, *bwrap_args(plan, argv, bwrap, setpriv)], kwargs
+        return bwrap_args(plan, argv, bwrap, setpriv), kwargs
 
     def _hidden(self) -> list[Path]:
         """clawloop's folders and the user's homes that the view would otherwise show."""
