@@ -215,16 +215,15 @@ class SandboxRunner:
         plan = MountPlan(
             self.workspace, fds[0], self.settings.mode, self.env(), self.settings.limits.tmp_size_mb
         )
-        for path in sorted(found.git):
-            try:
-                fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except OSError:
-                continue  # a symbolic link .git: it cannot be mounted over, nor followed
-            fds.append(fd)
-            plan.protected.append((fd, path))
+        full = self.settings.mode == "full-access"
+        # Git metadata outside the workspace is only in the view in full-access mode.
+        outside = sorted(found.outside_git) if full else []
+        for path in [*sorted(found.git), *outside, *sorted(found.rc_files)]:
+            opened = _open_plain(path)
+            if opened is not None:
+                fds.append(opened)
+                plan.protected.append((opened, path))
         plan.covered += sorted(found.sockets)
-        plan.covered += [p for p in sorted(found.rc_files) if _plain_file(p)]
-        plan.protected += _open_dirs([p for p in sorted(found.rc_files) if p.is_dir()], fds)
         for path in self._hidden():
             (plan.hidden if path.is_dir() else plan.covered).append(path)
         if identity is not None:
@@ -275,23 +274,17 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _plain_file(path: Path) -> bool:
+def _open_plain(path: Path) -> int | None:
+    """An O_PATH descriptor of a real file or folder (not a link) to mount read-only over."""
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return False
-
-
-def _open_dirs(paths: list[Path], fds: list[int]) -> list[tuple[int, Path]]:
-    opened = []
-    for path in paths:
-        try:
-            fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            continue
-        fds.append(fd)
-        opened.append((fd, path))
-    return opened
+        return None
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return fd
+    os.close(fd)  # a link: renaming it is caught afterwards, its target is protected itself
+    return None
 
 
 def _links_note(names: list[str]) -> str:

@@ -14,6 +14,7 @@ config checked for keys that run programs, and the user told.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -56,6 +57,7 @@ class Scan:
     """Protected paths inside the workspace at one moment."""
 
     git: set[Path] = field(default_factory=set)  # .git entries, gitdir targets, hooks paths
+    outside_git: set[Path] = field(default_factory=set)  # gitdir targets outside the workspace
     inodes: set[tuple[int, int]] = field(default_factory=set)  # (device, inode) of each of them
     sockets: set[Path] = field(default_factory=set)
     rc_files: set[Path] = field(default_factory=set)  # start-up files at the workspace's top
@@ -106,7 +108,7 @@ def scan(workspace: Path) -> Scan:
                 path = Path(entry.path)
                 found.git.add(path)
                 found.inodes.add(_inode(path) or (0, 0))
-                for target in _pointed_to(path, workspace):
+                for target in _pointed_to(path, workspace, found.outside_git):
                     found.git.add(target)
                     found.inodes.add(_inode(target) or (0, 0))
                 continue  # the whole folder is mounted read-only
@@ -125,31 +127,34 @@ def scan(workspace: Path) -> Scan:
     return found
 
 
-def _pointed_to(git: Path, workspace: Path) -> set[Path]:
-    """The gitdir a ``.git`` file names and the hooks folder a config names, when inside."""
+def _pointed_to(git: Path, workspace: Path, outside: set[Path]) -> set[Path]:
+    """What a ``.git`` leads to: a link's target, the gitdir a ``.git`` file names, its
+    ``commondir``, and the hooks folder its config names. Those outside the workspace go to
+    ``outside``."""
     targets: set[Path] = set()
     gitdir = git
-    if git.is_file() and not git.is_symlink():
+    if git.is_symlink():
+        gitdir = git.resolve()
+        targets.add(gitdir)
+    elif git.is_file():
         try:
             line = git.read_text(errors="replace")[:4096].strip()
         except OSError:
             line = ""
         if line.startswith("gitdir:"):
             gitdir = (git.parent / line[7:].strip()).resolve()
-            if _inside(gitdir, workspace):
-                targets.add(gitdir)
-    for config in (gitdir / "config", gitdir / "commondir"):
-        if config.name == "commondir" and config.is_file():
-            common = (gitdir / config.read_text(errors="replace").strip()).resolve()
-            if _inside(common, workspace):
-                targets.add(common)
-        elif config.is_file():
-            hooks = _config_value(config, "core", "hookspath")
-            if hooks:
-                place = (git.parent / os.path.expanduser(hooks)).resolve()
-                if _inside(place, workspace) and place.exists():
-                    targets.add(place)
-    return targets
+            targets.add(gitdir)
+    common = gitdir / "commondir"
+    if common.is_file():
+        with contextlib.suppress(OSError):
+            targets.add((gitdir / common.read_text(errors="replace").strip()).resolve())
+    for folder in {gitdir, *targets}:
+        hooks = _config_value(folder / "config", "core", "hookspath")
+        if hooks:
+            targets.add((git.parent / os.path.expanduser(hooks)).resolve())
+    found = {t for t in targets if t.exists()}
+    outside.update(t for t in found if not _inside(t, workspace))
+    return {t for t in found if _inside(t, workspace)}
 
 
 def dangerous_keys(config: Path) -> list[str]:

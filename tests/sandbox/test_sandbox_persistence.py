@@ -273,3 +273,36 @@ def test_control_clawloop_folder_is_seen_when_not_hidden(run: RunFn, workspace: 
     result = run("cat .clawloop/config.toml; echo 'mode = \"full-access\"' > .clawloop/config.toml")
     assert "read-only" in result.stdout
     assert "full-access" in (own / "config.toml").read_text()
+
+
+def test_an_existing_start_up_file_is_readable_but_not_writable(run: RunFn, repo: Repo) -> None:
+    result = run("cat .bashrc; echo more >> .bashrc")
+    assert "the user's own" in result.stdout
+    assert (repo.ws / ".bashrc").read_text() == "# the user's own\n"
+
+
+def _outside_gitdir_attempt(run: RunFn, tmp_path: Path, **how: object) -> Path:
+    """A worktree workspace whose repository lies outside it; plant in that repository."""
+    main = tmp_path / "mainrepo"
+    _git(tmp_path, "init", "-q", str(main))
+    _git(main, "commit", "-q", "--allow-empty", "-m", "m")
+    _git(main, "worktree", "add", "-q", str(tmp_path / "wt"))
+    pwn = tmp_path / "outside" / "pwned"
+    hook = '"$(git rev-parse --git-common-dir)/hooks/post-checkout"'
+    script = f'git config {FSMON}; echo "touch $PWN" > {hook}'
+    run(f"PWN={pwn}; {script}", workspace=tmp_path / "wt", **how)
+    _git(tmp_path / "wt", "status")
+    _git(main, "status")
+    return pwn
+
+
+def test_full_access_cannot_write_a_gitdir_outside_the_workspace(
+    run: RunFn, tmp_path: Path
+) -> None:
+    assert not _outside_gitdir_attempt(run, tmp_path, mode="full-access").exists()
+
+
+def test_control_an_outside_gitdir_is_written_without_the_sandbox(
+    run: RunFn, tmp_path: Path
+) -> None:
+    assert _outside_gitdir_attempt(run, tmp_path, backend="off").exists()
