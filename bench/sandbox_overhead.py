@@ -1,13 +1,23 @@
-"""What the sandbox adds to one shell call: bubblewrap vs. a bare subprocess, side by side.
+"""What the sandbox adds to one shell call and to one files call, side by side.
 
-Usage: PYTHONPATH=. python bench/sandbox_overhead.py [--runs 50]
+Usage: PYTHONPATH=. python bench/sandbox_overhead.py [--runs 50] [--files 200]
 Each row runs ``bash -c true`` (the shell tool's shape) ``--runs`` times after a warm-up and
-prints the median and 90th percentile wall time per call.
+prints the median and 90th percentile wall time per call, and the CPU time per call (this
+process and its children), each also as the difference to a bare ``subprocess.run``.
+The workspace holds ``--files`` small files in a git repository, so the per-call walks
+(git metadata, and as root the workspace grant) have something to walk. As root, the
+bubblewrap rows are measured twice: with a root-owned workspace (a per-call ACL grant and
+revoke) and with one owned by an ordinary user (the command runs as that user, nothing
+granted). The files rows call the real ``files_read`` and ``files_search`` tools (path
+checks, descriptor checks, RE2).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import pwd
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -17,42 +27,94 @@ from pathlib import Path
 
 from sandbox.runner import SandboxRunner
 from sandbox.settings import SandboxSettings
+from skills.context import SkillContext
+from skills.files import make_files_tools
 
 ARGV = ["bash", "-c", "true"]
 
 
-def measure(fn: Callable[[], object], runs: int) -> tuple[float, float]:
-    """Median and p90 seconds per call."""
+def _cpu() -> float:
+    """CPU seconds used so far by this process and its finished children."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def measure(fn: Callable[[], object], runs: int) -> tuple[float, float, float]:
+    """Median and p90 wall seconds per call, and mean CPU seconds per call.
+
+    On a busy machine wall time mostly measures the wait for a core; CPU time is what the
+    call itself costs, and changes far less with the load.
+    """
     for _ in range(3):
         fn()
     times = []
+    cpu_began = _cpu()
     for _ in range(runs):
         began = time.perf_counter()
         fn()
         times.append(time.perf_counter() - began)
+    cpu = (_cpu() - cpu_began) / runs
     times.sort()
-    return statistics.median(times), times[int(0.9 * (len(times) - 1))]
+    return statistics.median(times), times[int(0.9 * (len(times) - 1))], cpu
+
+
+def _workspace(root: Path, files: int, owner: int | None) -> Path:
+    ws = root / ("ws-user" if owner is not None else "ws")
+    (ws / "src").mkdir(parents=True)
+    (ws / "README.md").write_text("# a project\n" * 40)
+    for i in range(files):
+        (ws / "src" / f"m{i}.py").write_text(f"x = {i}\n")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    if owner is not None:
+        for dirpath, dirnames, filenames in os.walk(ws):
+            for name in [*dirnames, *filenames]:
+                os.lchown(os.path.join(dirpath, name), owner, owner)
+        os.chown(ws, owner, owner)
+    return ws
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--files", type=int, default=200)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        ws = Path(tmp)
+        os.chmod(tmp, 0o755)
+        ws = _workspace(Path(tmp), args.files, None)
         bwrap = SandboxRunner(SandboxSettings(), ws)
         bwrap.check()
         off = SandboxRunner(SandboxSettings(backend="off"), ws)
-        rows = [
+        rows: list[tuple[str, Callable[[], object]]] = [
             ("bare subprocess.run", lambda: subprocess.run(ARGV, cwd=ws, capture_output=True)),
             ("runner, backend off", lambda: off.run(ARGV)),
             ("runner, bubblewrap", lambda: bwrap.run(ARGV)),
         ]
+        if os.geteuid() == 0:
+            nobody = pwd.getpwnam("nobody").pw_uid
+            owned = SandboxRunner(SandboxSettings(), _workspace(Path(tmp), args.files, nobody))
+            rows.append(("  ws owned by a user", lambda: owned.run(ARGV)))
+        tools = {t.name: t for t in make_files_tools(SkillContext.create(ws))}
+        read, search = tools["files_read"], tools["files_search"]
+        rows += [
+            ("files_read tool", lambda: read.call({"path": "README.md"})),
+            ("files_search tool", lambda: search.call({"pattern": r"x = 1\d$|project"})),
+        ]
         results = {name: measure(fn, args.runs) for name, fn in rows}
-    bare = results["bare subprocess.run"][0]
-    print(f"{'per call (' + str(args.runs) + ' runs)':<24}{'median':>10}{'p90':>10}{'added':>10}")
-    for name, (median, p90) in results.items():
-        print(f"{name:<24}{median * 1e3:>8.1f}ms{p90 * 1e3:>8.1f}ms{(median - bare) * 1e3:>8.1f}ms")
+    bare, _, bare_cpu = results["bare subprocess.run"]
+    load = os.getloadavg()[0]
+    head = f"per call ({args.runs} runs, {args.files} files, load {load:.2f})"
+    print(f"{head:<44}{'median':>9}{'p90':>9}{'added':>9}{'cpu':>9}{'added':>9}")
+    for name, (median, p90, cpu) in results.items():
+        files = name.startswith("files")
+        added = "--" if files else f"{(median - bare) * 1e3:.1f}ms"
+        added_cpu = "--" if files else f"{(cpu - bare_cpu) * 1e3:.1f}ms"
+        print(
+            f"{name:<44}{median * 1e3:>7.1f}ms{p90 * 1e3:>7.1f}ms{added:>9}"
+            f"{cpu * 1e3:>7.1f}ms{added_cpu:>9}"
+        )
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ def show_config() -> None:
 def _mount_optional_groups() -> None:
     """Groups whose modules depend on other packages' files."""
     from cli.audit_cmd import audit
+    from cli.doctor_cmd import doctor
     from cli.engine_cmd import engine_app
     from cli.eval_cmd import evaluate
     from cli.skills_cmd import skills_app
@@ -68,6 +69,7 @@ def _mount_optional_groups() -> None:
     app.add_typer(engine_app, name="engine")
     app.command("eval")(evaluate)
     app.add_typer(traces_app, name="traces")
+    app.command("doctor")(doctor)
 
 
 _mount_optional_groups()

@@ -1,19 +1,26 @@
-"""The bubblewrap command line for one sandboxed command, and the workspace grant for root.
+"""The bubblewrap command line for one sandboxed command.
 
-The view a command gets: the host's root read-only, the workspace read-write (read-only in
-read-only mode), private /tmp, /home, /root and /run, no network (except full-access), a
-cleared environment, no new user namespaces, /proc/sys read-only, and its own pid namespace
-that dies with clawloop. When clawloop runs as root the command runs as an unprivileged uid,
-because root inside bubblewrap can still remount /, read /etc/shadow and write /proc/sys.
+The view a command gets (workspace-write and read-only modes): an empty, read-only root with
+only the system folders (``/usr``, ``/etc``, ``/opt``, ...) bound read-only, so the host's
+homes, ``/var``, ``/run``, ``/srv``, ``/mnt``, its world-writable folders and their unix
+sockets are simply not there; private size-limited ``/tmp`` (``/var/tmp`` points into it) and
+``/dev/shm``; a read-only ``/dev`` with the usual devices; the workspace read-write at its own
+path, mounted from a descriptor; git metadata, start-up files and sockets in the workspace
+covered; clawloop's own folders and the user's home hidden. No network (except full-access),
+a cleared environment, no new user namespaces, a seccomp filter, and its own pid namespace
+that dies with clawloop.
+
+When clawloop runs as root, bubblewrap runs as root too (so it can mount the workspace from a
+descriptor without any permission on the folders above it) and the command is started inside
+through ``setpriv``, which drops to the sandbox uid with every capability gone before
+anything of the command's runs. Otherwise bubblewrap runs unprivileged in a user namespace.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import stat
-import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.errors import UserError
@@ -23,6 +30,11 @@ INSTALL_HINT = (
     "install it with `apt-get install bubblewrap`, or run with `--sandbox off` "
     "(commands then run unsandboxed, with only a timeout)"
 )
+# What of the host a command sees, read-only. Everything else is absent.
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+EMPTY_DIRS = ("/home", "/root", "/run", "/var", "/mnt", "/srv")
+SHM_SIZE_MB = 64
+_MB = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -31,10 +43,14 @@ class MountPlan:
 
     workspace: Path
     workspace_fd: int
-    protected: list[tuple[int, Path]]  # read-only binds over paths inside the workspace
     mode: str
     env: dict[str, str]
     tmp_size_mb: int
+    protected: list[tuple[int, Path]] = field(default_factory=list)  # read-only, in workspace
+    covered: list[Path] = field(default_factory=list)  # files replaced by an empty /dev/null
+    hidden: list[Path] = field(default_factory=list)  # folders replaced by an empty tmpfs
+    seccomp_fd: int | None = None
+    drop_to: tuple[int, int] | None = None  # (uid, gid) for setpriv inside, when run as root
 
 
 def bwrap_path() -> str:
@@ -45,98 +61,77 @@ def bwrap_path() -> str:
     return found
 
 
-def bwrap_args(plan: MountPlan, argv: list[str], bwrap: str = "bwrap") -> list[str]:
-    """The full command line: bwrap, its options, then ``argv``."""
+def _system_view() -> list[str]:
+    args = ["--size", str(_MB), "--tmpfs", "/"]
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in EMPTY_DIRS:
+        args += ["--dir", path]
+    return args
+
+
+def bwrap_args(
+    plan: MountPlan, argv: list[str], bwrap: str = "bwrap", setpriv: str = "setpriv"
+) -> list[str]:
+    """The full command line: bwrap, its options, then ``argv`` (behind setpriv as root)."""
     ws = str(plan.workspace)
+    spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+    if plan.mode != "full-access":
+        spaces.append("--unshare-net")
+    if plan.drop_to is None:
+        spaces += ["--unshare-user", "--disable-userns"]
     if plan.mode == "full-access":
-        args = [
-            bwrap,
-            "--bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--unshare-all",
-            "--share-net",
-        ]
+        args = [bwrap, "--bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *spaces]
     else:
-        args = [
-            bwrap,
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--size",
-            str(plan.tmp_size_mb * 1024 * 1024),
-            "--tmpfs",
-            "/tmp",
-            "--tmpfs",
-            "/home",
-            "--tmpfs",
-            "/root",
-            "--tmpfs",
-            "/run",
-            "--unshare-all",
-        ]
+        args = [bwrap, *_system_view(), "--dev", "/dev", "--proc", "/proc", *spaces]
+        args += ["--size", str(SHM_SIZE_MB * _MB), "--perms", "1777", "--tmpfs", "/dev/shm"]
+        args += ["--remount-ro", "/dev"]
+        args += ["--size", str(plan.tmp_size_mb * _MB), "--perms", "1777", "--tmpfs", "/tmp"]
+        args += ["--symlink", "../tmp", "/var/tmp"]
     args += ["--ro-bind", "/proc/sys", "/proc/sys"]
+    # Homes and clawloop's folders that are visible (under /opt, say, or in full-access).
+    for path in plan.hidden:
+        if not _inside(path, plan.workspace):
+            args += ["--size", "4096", "--perms", "0555", "--tmpfs", str(path)]
+    if plan.mode != "full-access":
+        args += _ancestors(plan.workspace)
     bind = "--ro-bind-fd" if plan.mode == "read-only" else "--bind-fd"
     args += [bind, str(plan.workspace_fd), ws]
     for fd, path in plan.protected:
         args += ["--ro-bind-fd", str(fd), str(path)]
-    args += [
-        "--unshare-user",
-        "--disable-userns",
-        "--die-with-parent",
-        "--new-session",
-        "--chdir",
-        ws,
-        "--clearenv",
-    ]
+    for path in plan.covered:
+        args += ["--ro-bind", "/dev/null", str(path)]
+    for path in plan.hidden:
+        if _inside(path, plan.workspace):
+            args += ["--size", "4096", "--perms", "0555", "--tmpfs", str(path)]
+    if plan.mode != "full-access":
+        args += ["--remount-ro", "/"]
+    if plan.seccomp_fd is not None:
+        args += ["--seccomp", str(plan.seccomp_fd)]
+    args += ["--die-with-parent", "--new-session", "--chdir", ws, "--clearenv"]
     for key, value in plan.env.items():
         args += ["--setenv", key, value]
-    if os.geteuid() == 0:
-        args += ["--cap-drop", "ALL"]
-    return [*args, "--", *argv]
+    if plan.drop_to is None:
+        return [*args, "--", *argv]
+    uid, gid = plan.drop_to
+    drop = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+    drop += ["--inh-caps=-all", "--bounding-set=-all", "--"]
+    return [*args, "--", *drop, *argv]
 
 
-_granted: set[tuple[str, int, bool]] = set()
+def _ancestors(workspace: Path) -> list[str]:
+    """Create the folders above the workspace in the view, searchable (they are empty there)."""
+    made = {"/", "/tmp", *EMPTY_DIRS}
+    args: list[str] = []
+    for parent in reversed(workspace.parents):
+        if str(parent) in made or any(_inside(parent, Path(p)) for p in SYSTEM_PATHS):
+            continue
+        args += ["--perms", "0755", "--dir", str(parent)]
+    return args
 
 
-def grant_workspace(workspace: Path, uid: int, write: bool) -> None:
-    """Give ``uid`` access to the workspace with POSIX ACLs (once per process and workspace).
-
-    Used when clawloop runs as root and commands run as ``uid``. A default ACL on every folder
-    makes files created later (by root or by the command) accessible too. Parent folders that
-    others cannot search get a search-only (x) entry, so bwrap can reach the workspace. To
-    undo: ``setfacl -R -x u:UID,d:u:UID WORKSPACE``.
-    """
-    key = (str(workspace), uid, write)
-    if key in _granted:
-        return
-    setfacl = shutil.which("setfacl")
-    if setfacl is None:
-        raise UserError(
-            "clawloop runs as root, so sandboxed commands run as an unprivileged "
-            "user that needs an ACL on the workspace: `apt-get install acl`"
-        )
-    perms = "rwX" if write else "rX"
-    _setfacl(setfacl, ["-R", "-m", f"u:{uid}:{perms},d:u:{uid}:{perms}", str(workspace)], uid)
-    for parent in workspace.parents:
-        if parent != Path("/") and not os.stat(parent).st_mode & stat.S_IXOTH:
-            _setfacl(setfacl, ["-m", f"u:{uid}:x", str(parent)], uid)
-    _granted.add(key)
-
-
-def _setfacl(setfacl: str, args: list[str], uid: int) -> None:
-    result = subprocess.run([setfacl, *args], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        first = (result.stderr.strip().splitlines() or ["unknown error"])[0]
-        raise UserError(
-            f"could not give the sandbox user (uid {uid}) access with setfacl "
-            f"({first}); the file system must support POSIX ACLs"
-        )
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents

@@ -50,11 +50,31 @@ def prlimit_argv(limits: ResourceLimits, uid: int) -> list[str]:
         f"--as={limits.memory_mb * _MB}",
         f"--fsize={limits.file_size_mb * _MB}",
         f"--nproc={nproc}",
+        f"--nofile={limits.open_files}",
         "--core=0",
         "--",
     ]
 
 
-def setpriv_argv(uid: int) -> list[str]:
-    """``setpriv`` dropping root to ``uid`` (and the same gid, no supplementary groups)."""
-    return [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+def setpriv_argv(uid: int, gid: int | None = None) -> list[str]:
+    """``setpriv`` dropping root to ``uid`` and ``gid`` (default: the same number), no groups."""
+    gid = uid if gid is None else gid
+    return [_tool("setpriv"), f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+
+
+def ulimit_script(limits: ResourceLimits, uid: int) -> str:
+    """The same limits as :func:`prlimit_argv`, as ``sh`` ``ulimit`` commands (hard and soft).
+
+    The sandboxed path starts with a small ``sh`` anyway (it joins the cgroup), so setting the
+    limits there saves starting ``prlimit``.
+    """
+    nproc = limits.processes + count_processes(uid)
+    settings = [
+        ("t", limits.cpu_s),
+        ("v", limits.memory_mb * 1024),  # KiB
+        ("f", limits.file_size_mb * 2048),  # 512-byte blocks
+        ("p", nproc),
+        ("n", limits.open_files),
+        ("c", 0),
+    ]
+    return "".join(f"ulimit -{flag} {value} || exit 125; " for flag, value in settings)

@@ -3,8 +3,13 @@
 Refused: ``..`` or absolute paths that leave the workspace, symbolic links anywhere along the
 way that point out of it, and files with more than one hard link (the other name may be
 outside). Some paths stay write-protected even inside the workspace, because writing them is a
-way to run code later outside the sandbox: git hooks and config, shell start-up files, and
-clawloop's own config and data folders.
+way to run code later outside the sandbox: anything under a ``.git`` at any depth (or a new
+``.git``), shell start-up files, and clawloop's own config and data folders.
+
+Opening is done component by component with ``O_NOFOLLOW`` and ``O_NONBLOCK``, and the opened
+descriptor is checked (a regular file, one link, on the workspace's file system) before
+anything is truncated or read: a FIFO or device never blocks a call, and a name swapped for a
+link in between is caught on the descriptor itself.
 """
 
 from __future__ import annotations
@@ -16,27 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.errors import ToolError
+from sandbox.scan import SHELL_RC_FILES
 
-SHELL_RC_FILES = frozenset(
-    {
-        ".bashrc",
-        ".bash_profile",
-        ".bash_login",
-        ".bash_logout",
-        ".profile",
-        ".zshrc",
-        ".zshenv",
-        ".zprofile",
-        ".zlogin",
-        ".zlogout",
-        ".cshrc",
-        ".tcshrc",
-        ".login",
-        ".kshrc",
-        ".inputrc",
-    }
-)
-GIT_PROTECTED = (".git/hooks", ".git/config")
+GIT_NAME = ".git"
 
 
 def clawloop_dirs() -> list[Path]:
@@ -87,16 +74,18 @@ class PathResolver:
     def open(
         self, resolved: Path, flags: int, mode: int = 0o666, make_parents: bool = False
     ) -> int:
-        """Open a resolved path by walking from the workspace without following any link.
+        """Open a resolved regular file by walking from the workspace without following links.
 
         A link swapped in after :meth:`resolve` (by a sandboxed command, say) makes this fail
-        instead of reaching outside. Files with several hard links are refused here too.
+        instead of reaching outside. ``O_TRUNC`` is applied only after the descriptor passed
+        its checks: a regular file, one hard link, on the workspace's own file system.
         """
         parts = resolved.relative_to(self.workspace).parts
         if not parts:
             raise ToolError("that is the workspace folder itself, not a file")
-        nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+        nofollow = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         dirfd = os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        device = os.fstat(dirfd).st_dev
         try:
             for name in parts[:-1]:
                 if make_parents:
@@ -111,19 +100,32 @@ class PathResolver:
                 os.close(dirfd)
                 dirfd = nxt
             try:
-                fd = os.open(parts[-1], flags | nofollow, mode, dir_fd=dirfd)
+                fd = os.open(parts[-1], (flags & ~os.O_TRUNC) | nofollow, mode, dir_fd=dirfd)
             except OSError as exc:
                 raise ToolError(f"cannot open {self.relative(resolved)!r}: {exc.strerror}") from exc
         finally:
             os.close(dirfd)
-        info = os.fstat(fd)
-        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        try:
+            self._check_descriptor(fd, resolved, device)
+            if flags & os.O_TRUNC:
+                os.ftruncate(fd, 0)
+        except BaseException:
             os.close(fd)
-            raise ToolError(
-                f"{self.relative(resolved)!r} has other hard links, which may lie "
-                "outside the workspace; refusing to touch it"
-            )
+            raise
         return fd
+
+    def _check_descriptor(self, fd: int, resolved: Path, device: int) -> None:
+        info = os.fstat(fd)
+        shown = self.relative(resolved)
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{shown!r} is not a regular file (a FIFO, socket or device); refused")
+        if info.st_nlink > 1:
+            raise ToolError(
+                f"{shown!r} has other hard links, which may lie outside the workspace; "
+                "refusing to touch it"
+            )
+        if info.st_dev != device:
+            raise ToolError(f"{shown!r} is on another file system than the workspace; refused")
 
     def relative(self, resolved: Path) -> str:
         """The workspace-relative form of a resolved path."""
@@ -132,46 +134,17 @@ class PathResolver:
 
     def check_writable(self, resolved: Path, shown: str) -> None:
         """Raise :class:`ToolError` for the always-protected paths."""
-        rel = resolved.relative_to(self.workspace)
-        parts = rel.parts
+        parts = resolved.relative_to(self.workspace).parts
         if resolved.name in SHELL_RC_FILES:
             raise ToolError(f"{shown!r} is a shell start-up file; it is write-protected")
-        for protected in GIT_PROTECTED:
-            p = Path(protected).parts
-            # .git/hooks anywhere (submodules too), .git/config exactly
-            for i in range(len(parts) - len(p) + 1):
-                if parts[i : i + len(p)] == p:
-                    raise ToolError(
-                        f"{shown!r} is under {protected}, which is write-protected "
-                        "(it can run code outside the sandbox)"
-                    )
+        if GIT_NAME in parts:
+            raise ToolError(
+                f"{shown!r} is git metadata (.git), which is write-protected: it can run "
+                "programs outside the sandbox"
+            )
         for folder in self.protected_dirs:
             if _inside(resolved, folder.resolve()):
                 raise ToolError(f"{shown!r} is in clawloop's own folder {folder}; write-protected")
-
-
-def protected_paths(workspace: Path, extra: list[Path] | None = None) -> list[Path]:
-    """Existing paths inside ``workspace`` the OS sandbox mounts read-only."""
-    ws = workspace.resolve()
-    git = ws / ".git"
-    if _plain(git) and git.is_dir() and not os.path.lexists(git / "hooks"):
-        # Otherwise a command could create .git/hooks and plant a hook; git makes it anyway.
-        (git / "hooks").mkdir()
-    found: list[Path] = []
-    for rel in GIT_PROTECTED:
-        found.append(ws / rel)
-    found += [ws / name for name in SHELL_RC_FILES]
-    found += [d for d in (extra if extra is not None else clawloop_dirs()) if _inside(d, ws)]
-    return [p for p in found if _plain(p)]
-
-
-def _plain(path: Path) -> bool:
-    """Exists and is a real file or folder (a symbolic link is refused later anyway)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except OSError:
-        return False
-    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
 
 
 def _inside(path: Path, root: Path) -> bool:

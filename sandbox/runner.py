@@ -8,22 +8,32 @@ killed: bwrap's own pid namespace dies with it, whatever the command forked or `
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import pwd
 import selectors
 import signal
+import stat
 import subprocess
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from agent.errors import ToolError, UserError
-from sandbox.bwrap import SAFE_PATH, MountPlan, bwrap_args, bwrap_path, grant_workspace
-from sandbox.limits import prlimit_argv, setpriv_argv
-from sandbox.paths import protected_paths
+from sandbox.bwrap import SAFE_PATH, SYSTEM_PATHS, MountPlan, bwrap_args, bwrap_path
+from sandbox.cgroup import Cgroup, create, find_place
+from sandbox.grant import Identity, grant, identity_for, revoke
+from sandbox.limits import prlimit_argv, setpriv_argv, ulimit_script
+from sandbox.scan import Scan, refuse_new, scan
+from sandbox.seccomp import filter_fd
 from sandbox.secrets import is_secret_name
-from sandbox.settings import SandboxSettings
+from sandbox.settings import ResourceLimits, SandboxSettings
+
+_log = logging.getLogger("clawloop.sandbox")
+_MB = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -37,6 +47,8 @@ class CommandResult:
     timed_out: bool = False
     truncated: bool = False  # some output was cut
     killed_for_output: bool = False
+    killed_for_disk: bool = False
+    notes: list[str] = field(default_factory=list)  # what the sandbox refused or changed
 
 
 class CommandRunner(Protocol):
@@ -80,15 +92,26 @@ class _Capture:
 
 
 class SandboxRunner:
-    """Runs commands for one workspace, under ``settings`` (backend "bwrap" or "off")."""
+    """Runs commands for one workspace, under ``settings`` (backend "bwrap" or "off").
+
+    ``hidden`` are clawloop's own folders and files (config, data, audit log, traces): a
+    sandboxed command never sees them, wherever they are.
+    """
 
     def __init__(
-        self, settings: SandboxSettings, workspace: Path, environ: Mapping[str, str] | None = None
+        self,
+        settings: SandboxSettings,
+        workspace: Path,
+        environ: Mapping[str, str] | None = None,
+        hidden: Sequence[Path] = (),
     ) -> None:
         self.settings = settings
         self.workspace = workspace.resolve()
         self.environ = dict(os.environ if environ is None else environ)
+        self.hidden = [Path(p) for p in hidden]
         self._checked = False
+        self._cgroups = find_place() if self.sandboxed else None
+        self._group: Cgroup | None = None
 
     @property
     def sandboxed(self) -> bool:
@@ -102,6 +125,11 @@ class SandboxRunner:
             "TMPDIR": "/tmp",
             "LANG": "C.UTF-8",
         }
+        if self.sandboxed:
+            # The workspace may belong to another uid than the command's; inside the sandbox
+            # every .git is read-only, which is what safe.directory protects against.
+            env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory")
+            env["GIT_CONFIG_VALUE_0"] = "*"
         for name in self.settings.env_allowlist:
             if name in self.environ and not is_secret_name(name) and name not in ("PATH", "HOME"):
                 env[name] = self.environ[name]
@@ -131,50 +159,161 @@ class SandboxRunner:
     def _run(self, argv: list[str], *, timeout: float | None) -> CommandResult:
         limits = self.settings.limits
         timeout = limits.timeout_s if timeout is None else min(timeout, limits.timeout_s)
+        if not self.sandboxed:
+            uid = os.geteuid()
+            cmd = [*prlimit_argv(limits, uid), *argv]
+            kwargs: dict[str, object] = {"cwd": str(self.workspace), "env": self.env()}
+            return _execute(cmd, kwargs, timeout, limits, None)
+        before = scan(self.workspace)
         fds: list[int] = []
+        notes: list[str] = []
+        identity: Identity | None = None
         try:
-            cmd, kwargs = self._command(argv, fds)
-            return _execute(cmd, kwargs, timeout, limits.output_bytes, limits.drain_bytes)
+            if os.geteuid() == 0:
+                identity = identity_for(self.workspace, self.settings.sandbox_uid)
+                if identity.needs_grant:
+                    write = self.settings.mode != "read-only"
+                    given = grant(self.workspace, identity.uid, write)
+                    if given.skipped_links:
+                        notes.append(_links_note(given.skipped_links))
+            group = self._cgroup()
+            cmd, kwargs = self._command(argv, fds, before, identity)
+            uid = identity.uid if identity is not None else os.geteuid()
+            cmd = group.wrap(cmd, ulimit_script(limits, uid))
+            result = _execute(cmd, kwargs, timeout, limits, self.workspace)
         finally:
             for fd in fds:
                 os.close(fd)
+            if identity is not None and identity.needs_grant:
+                revoke(self.workspace, identity.uid)
+        for refusal in refuse_new(before, scan(self.workspace), self.workspace):
+            notes.append(refusal.message(self.workspace))
+            _log.warning("sandbox: %s", refusal.message(self.workspace))
+        result.notes += notes
+        return result
 
-    def _command(self, argv: list[str], fds: list[int]) -> tuple[list[str], dict[str, object]]:
-        root = os.geteuid() == 0
-        uid = self.settings.sandbox_uid if root else os.geteuid()
-        kwargs: dict[str, object] = {"cwd": str(self.workspace)}
-        if not self.sandboxed:
-            kwargs["env"] = self.env()
-            return [*prlimit_argv(self.settings.limits, uid), *argv], kwargs
+    def _cgroup(self) -> Cgroup:
+        """This runner's cgroup, made on first use and removed when the runner goes.
+
+        One per runner rather than per command: creating and removing a memory cgroup costs
+        tens of milliseconds. Commands of one runner run one at a time in the agent loop; any
+        that overlap share the limit, which only makes it stricter.
+        """
+        if self._group is None:
+            self._group = Cgroup()
+            if self._cgroups is not None and self._cgroups.usable:
+                limits = self.settings.limits
+                self._group = create(self._cgroups, limits.memory_mb * _MB, limits.processes)
+                weakref.finalize(self, self._group.remove)
+        return self._group
+
+    def _command(
+        self, argv: list[str], fds: list[int], found: Scan, identity: Identity | None
+    ) -> tuple[list[str], dict[str, object]]:
         bwrap = bwrap_path()
-        prefix = prlimit_argv(self.settings.limits, uid)
-        if root:
-            write = self.settings.mode != "read-only"
-            grant_workspace(self.workspace, uid, write)
-            prefix = [*setpriv_argv(uid), *prefix]
-        fds.append(os.open(self.workspace, os.O_PATH | os.O_DIRECTORY))
-        protected = []
-        for path in protected_paths(self.workspace):
-            fd = os.open(path, os.O_PATH | os.O_NOFOLLOW)
-            fds.append(fd)
-            protected.append((fd, path))
+        fds.append(os.open(self.workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
         plan = MountPlan(
-            self.workspace,
-            fds[0],
-            protected,
-            self.settings.mode,
-            self.env(),
-            self.settings.limits.tmp_size_mb,
+            self.workspace, fds[0], self.settings.mode, self.env(), self.settings.limits.tmp_size_mb
         )
-        kwargs["pass_fds"] = tuple(fds)
-        kwargs["env"] = {"PATH": SAFE_PATH}
-        return [*prefix, *bwrap_args(plan, argv, bwrap)], kwargs
+        full = self.settings.mode == "full-access"
+        # Git metadata outside the workspace is only in the view in full-access mode.
+        outside = sorted(found.outside_git) if full else []
+        for path in [*sorted(found.git), *outside, *sorted(found.rc_files)]:
+            opened = _open_plain(path)
+            if opened is not None:
+                fds.append(opened)
+                plan.protected.append((opened, path))
+        plan.covered += sorted(found.sockets)
+        for path in self._hidden():
+            (plan.hidden if path.is_dir() else plan.covered).append(path)
+        if identity is not None:
+            plan.drop_to = (identity.uid, identity.gid)
+        plan.seccomp_fd = filter_fd()
+        if plan.seccomp_fd is not None:
+            fds.append(plan.seccomp_fd)
+        kwargs: dict[str, object] = {
+            "cwd": "/",
+            "pass_fds": tuple(fds),
+            "env": {"PATH": SAFE_PATH},
+        }
+        setpriv = setpriv_argv(0)[0]
+        return bwrap_args(plan, argv, bwrap, setpriv), kwargs
+
+    def _hidden(self) -> list[Path]:
+        """clawloop's folders and the user's homes that the view would otherwise show."""
+        found = []
+        full = self.settings.mode == "full-access"
+        for path in [*self.hidden, *home_folders(self.environ)]:
+            path = Path(os.path.abspath(path))
+            if not os.path.lexists(path) or os.path.islink(path):
+                continue
+            if path == self.workspace or (_inside(self.workspace, path) and not full):
+                continue  # the workspace is mounted over it anyway
+            if full or _inside(path, self.workspace) or _under_system(path):
+                found.append(path)
+        return found
+
+
+def home_folders(environ: Mapping[str, str]) -> list[Path]:
+    """The invoking user's home, whatever its path: $HOME, the password entry, sudo's user."""
+    homes = {environ.get("HOME", "")}
+    for uid in {os.getuid(), os.geteuid()}:
+        with contextlib.suppress(KeyError):
+            homes.add(pwd.getpwuid(uid).pw_dir)
+    if environ.get("SUDO_USER"):
+        with contextlib.suppress(KeyError):
+            homes.add(pwd.getpwnam(environ["SUDO_USER"]).pw_dir)
+    return [Path(h) for h in homes if h and h != "/" and os.path.isabs(h)]
+
+
+def _under_system(path: Path) -> bool:
+    return any(_inside(path, Path(p)) for p in SYSTEM_PATHS)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _open_plain(path: Path) -> int | None:
+    """An O_PATH descriptor of a real file or folder (not a link) to mount read-only over."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return fd
+    os.close(fd)  # a link: renaming it is caught afterwards, its target is protected itself
+    return None
+
+
+def _links_note(names: list[str]) -> str:
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f"not writable in the sandbox: {shown} (each has other hard links, which may lie "
+        "outside the workspace)"
+    )
+
+
+def _disk_used(path: Path | None) -> int:
+    if path is None:
+        return 0
+    info = os.statvfs(path)
+    return (info.f_blocks - info.f_bfree) * info.f_frsize
 
 
 def _execute(
-    cmd: list[str], kwargs: dict[str, object], timeout: float, keep: int, drain: int
+    cmd: list[str],
+    kwargs: dict[str, object],
+    timeout: float,
+    limits: ResourceLimits,
+    workspace: Path | None,
 ) -> CommandResult:
+    """Run ``cmd``; stop it at the timeout, the output cap, or the disk budget (if a workspace)."""
+    keep, drain = limits.output_bytes, limits.drain_bytes
+    budget = limits.disk_budget_mb * _MB
     began = time.monotonic()
+    disk_start = _disk_used(workspace)
     try:
         proc = subprocess.Popen(  # type: ignore[call-overload]
             cmd,
@@ -189,13 +328,14 @@ def _execute(
     except PermissionError as exc:
         raise ToolError(f"cannot run {cmd[0]}: permission denied") from exc
     out, err = _Capture(keep), _Capture(keep)
-    timed_out = killed_for_output = False
+    timed_out = killed_for_output = killed_for_disk = False
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None  # PIPE was asked for
     sel.register(proc.stdout, selectors.EVENT_READ, out)
     sel.register(proc.stderr, selectors.EVENT_READ, err)
     deadline = began + timeout
     exited_at: float | None = None
+    next_disk_check = began + 0.05
     try:
         while sel.get_map():
             now = time.monotonic()
@@ -206,7 +346,14 @@ def _execute(
                 exited_at = now
             if exited_at is not None and now - exited_at > 0.5:
                 break  # a background child kept the pipe open after the command ended
-            for key, _ in sel.select(timeout=min(0.1, deadline - now)):
+            if workspace is not None and now >= next_disk_check:
+                next_disk_check = now + 0.05
+                # The file system's own count: fallocate, sparse tricks and many small files
+                # all show up here.
+                if _disk_used(workspace) - disk_start > budget:
+                    killed_for_disk = True
+                    break
+            for key, _ in sel.select(timeout=min(0.05, deadline - now)):
                 data = os.read(key.fd, 65536)
                 if not data:
                     sel.unregister(key.fileobj)
@@ -221,17 +368,24 @@ def _execute(
         proc.stdout.close()
         proc.stderr.close()
     code = proc.wait()
-    exit_code = None if (timed_out or killed_for_output) else code
+    killed = timed_out or killed_for_output or killed_for_disk
     truncated = out.total > keep // 2 * 2 or err.total > keep // 2 * 2 or killed_for_output
-    return CommandResult(
-        exit_code,
+    result = CommandResult(
+        None if killed else code,
         out.text(),
         err.text(),
         time.monotonic() - began,
         timed_out,
         truncated,
         killed_for_output,
+        killed_for_disk,
     )
+    if killed_for_disk:
+        result.notes.append(
+            f"the command was stopped: it took more than the disk budget of "
+            f"{limits.disk_budget_mb} MB (sandbox.limits.disk_budget_mb)"
+        )
+    return result
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -22,10 +22,18 @@ class ResourceLimits(BaseModel):
         default=120.0, gt=0, description="wall-clock limit; the whole tree is killed"
     )
     cpu_s: int = Field(default=300, gt=0, description="CPU seconds per process (RLIMIT_CPU)")
-    memory_mb: int = Field(default=4096, gt=0, description="address space per process (RLIMIT_AS)")
+    memory_mb: int = Field(
+        default=4096,
+        gt=0,
+        description="memory of the whole command (cgroup) and address space per process",
+    )
     file_size_mb: int = Field(default=1024, gt=0, description="largest file a command may write")
     processes: int = Field(
         default=128, gt=0, description="processes the command may add (RLIMIT_NPROC)"
+    )
+    open_files: int = Field(default=1024, gt=0, description="open files per process")
+    disk_budget_mb: int = Field(
+        default=2048, gt=0, description="disk one command may take; past it, it is killed"
     )
     tmp_size_mb: int = Field(default=512, gt=0, description="size of the private /tmp")
     output_bytes: int = Field(

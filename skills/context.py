@@ -14,11 +14,12 @@ from typing import Any
 
 from agent.errors import UserError
 from sandbox.audit import AuditLog
-from sandbox.paths import PathResolver
+from sandbox.paths import PathResolver, clawloop_dirs
 from sandbox.policy import Policy
-from sandbox.runner import CommandRunner, SandboxRunner
-from sandbox.secrets import Redactor, find_secrets
+from sandbox.runner import CommandRunner, SandboxRunner, home_folders
+from sandbox.secrets import Redactor, credential_file_secrets, find_secrets
 from sandbox.settings import SandboxSettings
+from sandbox.workspace import check_workspace
 
 
 @dataclass(slots=True)
@@ -47,22 +48,30 @@ class SkillContext:
         data_dir: Path | None = None,
         environ: Mapping[str, str] | None = None,
         options: dict[str, Any] | None = None,
+        config_path: Path | None = None,
     ) -> SkillContext:
         """The usual context: a bubblewrap (or "off") runner and the policy from ``settings``.
 
         The policy holds the user's rules; each skill's defaults are merged when it is built.
+        The workspace is refused if it is ``/``, the home folder, or holds the config file.
+        clawloop's config, data and audit folders are hidden from every sandboxed command.
         """
         settings = settings or SandboxSettings()
         environ = os.environ if environ is None else environ
         if not workspace.is_dir():
             raise UserError(f"the workspace {workspace} is not a folder; create it or pick another")
         workspace = workspace.resolve()
-        redactor = Redactor(secrets)
+        configs = [config_path] if config_path is not None else []
+        check_workspace(workspace, home_folders(environ), configs)
+        hidden = [*clawloop_dirs(), *configs, *(p for p in (data_dir, audit_path) if p)]
+        # A folder that holds the workspace cannot be hidden from it (nor write-protected).
+        hidden = [p for p in hidden if not _holds(Path(p), workspace)]
+        redactor = Redactor([*secrets, *credential_file_secrets(home_folders(environ))])
         return cls(
             workspace=workspace,
             settings=settings,
-            runner=SandboxRunner(settings, workspace, environ),
-            paths=PathResolver(workspace),
+            runner=SandboxRunner(settings, workspace, environ, hidden),
+            paths=PathResolver(workspace, hidden),
             redactor=redactor,
             audit=AuditLog(audit_path, redactor),
             policy=Policy.from_settings(settings, workspace),
@@ -94,4 +103,10 @@ class SkillContext:
                 "mcp": dict(getattr(settings, "mcp", None) or {}),
                 "skills_dir": getattr(settings, "skills_path", None),
             },
+            config_path=getattr(settings, "config_path", None),
         )
+
+
+def _holds(folder: Path, workspace: Path) -> bool:
+    real = Path(os.path.realpath(folder))
+    return real == workspace or real in workspace.parents

@@ -1,16 +1,19 @@
 """The ``files`` skill: read, write, edit, list and search files inside the workspace.
 
 Every path goes through :class:`sandbox.paths.PathResolver`: nothing outside the workspace,
-no links out of it, and the always-protected paths are never written.
+no links out of it, and the always-protected paths are never written. Every call is bounded:
+only regular files are opened (never blocking on a FIFO), searches use RE2 (linear time, no
+catastrophic backtracking), and walks stop at a deadline with what they found so far.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable
+import stat
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -26,6 +29,9 @@ MAX_LIST = 500
 MAX_MATCHES = 200
 MAX_SEARCH_FILE = 2 * 1024 * 1024
 _SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
+# No files call takes longer than this, whatever the folder holds.
+MAX_CALL_SECONDS = 20.0
+RE2_HINT = "the files search needs google-re2: `pip install google-re2`"
 
 PathArg = Annotated[str, Field(description="a path relative to the workspace")]
 
@@ -46,9 +52,26 @@ def _write_text(paths: PathResolver, resolved: Path, content: str) -> None:
         fh.write(content)
 
 
+def compile_pattern(pattern: str) -> Any:
+    """A linear-time (RE2) regular expression, or :class:`ToolError` saying what is wrong."""
+    try:
+        import re2
+    except ImportError as exc:  # a dependency of clawloop; only a broken install lacks it
+        raise ToolError(f"{RE2_HINT}. Tell the user.") from exc
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        raise ToolError(
+            f"invalid regular expression (RE2 syntax: no backreferences or lookaround): {exc}"
+        ) from exc
+
+
 def make_files_tools(context: SkillContext) -> list[Tool]:
     """The five ``files`` tools for this context."""
     paths = context.paths
+    limit = min(MAX_CALL_SECONDS, context.settings.limits.timeout_s)
 
     def files_read(
         path: PathArg,
@@ -111,6 +134,8 @@ def make_files_tools(context: SkillContext) -> list[Tool]:
         if not root.is_dir():
             raise ToolError(f"{path!r} is not a folder")
         entries = []
+        deadline = time.monotonic() + limit
+        stopped = ""
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
             base = Path(dirpath)
@@ -118,10 +143,13 @@ def make_files_tools(context: SkillContext) -> list[Tool]:
             entries += [paths.relative(base / f) for f in sorted(filenames)]
             if not recursive or len(entries) > MAX_LIST:
                 break
+            if time.monotonic() > deadline:
+                stopped = f"\n[stopped after {limit:g} s; list a smaller folder]"
+                break
         entries.sort()
         shown = entries[:MAX_LIST]
         more = f"\n[{len(entries) - MAX_LIST} more not shown]" if len(entries) > MAX_LIST else ""
-        return "\n".join(shown) + more if shown else "(empty folder)"
+        return ("\n".join(shown) + more if shown else "(empty folder)") + stopped
 
     def files_search(
         pattern: Annotated[str, Field(description="a Python regular expression")],
@@ -130,17 +158,20 @@ def make_files_tools(context: SkillContext) -> list[Tool]:
             str | None, Field(description="only file names matching, e.g. *.py")
         ] = None,
     ) -> str:
-        """Search text files in the workspace for a regular expression; returns path:line: text."""
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ToolError(f"invalid regular expression: {exc}") from exc
+        """Search text files in the workspace for a regular expression (RE2 syntax); returns
+        path:line: text."""
+        regex = compile_pattern(pattern)
         root = paths.resolve(path)
         matches: list[str] = []
+        deadline = time.monotonic() + limit
         for file in _files_under(root, glob):
+            if time.monotonic() > deadline:
+                matches.append(f"[stopped after {limit:g} s; search a smaller folder]")
+                break
             try:
-                if file.is_symlink() or file.stat().st_size > MAX_SEARCH_FILE:
-                    continue
+                info = file.lstat()
+                if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SEARCH_FILE:
+                    continue  # links, FIFOs, devices and big files are skipped
                 text = _read_text(paths, file)
             except (ToolError, OSError):
                 continue  # binary, vanished or unreadable files are skipped
@@ -163,13 +194,12 @@ def make_files_tools(context: SkillContext) -> list[Tool]:
     ]
 
 
-def _files_under(root: Path, glob: str | None) -> list[Path]:
-    if root.is_file():
-        return [root]
-    found: list[Path] = []
+def _files_under(root: Path, glob: str | None) -> Iterator[Path]:
+    if not root.is_dir():
+        yield root
+        return
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
         for name in sorted(filenames):
             if glob is None or Path(name).match(glob):
-                found.append(Path(dirpath) / name)
-    return found
+                yield Path(dirpath) / name

@@ -68,4 +68,5 @@ def format_result(result: CommandResult) -> str:
         )
     elif result.truncated:
         parts.append("[output truncated: only the beginning and the end are shown]")
+    parts += [f"[sandbox: {note}]" for note in result.notes]
     return "\n".join(parts)

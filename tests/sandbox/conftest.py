@@ -75,15 +75,13 @@ def run(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> RunFn:
     monkeypatch.setenv("CLAWLOOP_TEST_TOKEN", FAKE_SECRET)
 
     def go(script: str, timeout: float = 10, **overrides: Any) -> CommandResult:
-        limits = ResourceLimits(
-            timeout_s=timeout,
-            processes=64,
-            memory_mb=1024,
-            file_size_mb=8,
-            **overrides.pop("limits", {}),
-        )
-        settings = SandboxSettings(limits=limits, **overrides)
-        runner = SandboxRunner(settings, workspace, dict(os.environ))
+        limits = {"processes": 64, "memory_mb": 1024, "file_size_mb": 8}
+        limits.update(overrides.pop("limits", {}))
+        hidden = overrides.pop("hidden", [])
+        environ = overrides.pop("environ", dict(os.environ))
+        where = overrides.pop("workspace", workspace)
+        settings = SandboxSettings(limits=ResourceLimits(timeout_s=timeout, **limits), **overrides)
+        runner = SandboxRunner(settings, where, environ, hidden)
         return runner.run(["bash", "-c", script])
 
     return go

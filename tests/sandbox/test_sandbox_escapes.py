@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -39,6 +40,12 @@ def arena(workspace: Path, listener: Listener) -> Arena:
         yield Arena(workspace, workspace.parent / "outside", listener, marker)  # type: ignore[misc]
     finally:
         marker.unlink(missing_ok=True)
+
+
+def _git(ws: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(ws), *args], capture_output=True, text=True, check=False
+    ).stdout
 
 
 def _sha(path: Path) -> str:
@@ -329,11 +336,15 @@ def test_workspace_writes_and_reads_work(run: RunFn, workspace: Path) -> None:
 def test_python_and_git_work(run: RunFn, workspace: Path) -> None:
     script = (
         "python3 -c 'print(6 * 7)' && echo more >> hello.txt && git status --short && "
-        "git -c user.name=a -c user.email=a@example.invalid commit -qam change && git log --oneline"
+        "git diff --stat && git log --oneline"
     )
     result = run(script)
     assert result.exit_code == 0, result.stderr
-    assert "42" in result.stdout and "change" in result.stdout
+    assert "42" in result.stdout and "M hello.txt" in result.stdout and "init" in result.stdout
+    # .git is read-only inside: committing is for the user, outside.
+    commit = run("git -c user.name=a -c user.email=a@example.invalid commit -qam change")
+    assert commit.exit_code != 0
+    assert "change" not in _git(workspace, "log", "--oneline")
 
 
 def test_control_full_access_reaches_the_listener(run: RunFn, listener: Listener) -> None:

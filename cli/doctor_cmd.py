@@ -1,0 +1,21 @@
+"""``agent doctor``: what the sandbox can and cannot enforce on this machine."""
+
+from __future__ import annotations
+
+import typer
+
+from sandbox.doctor import checks
+
+
+def doctor() -> None:
+    """Check what the sandbox enforces on this machine, and what it cannot."""
+    from cli.config import load_settings
+
+    results = checks(load_settings().sandbox)
+    for check in results:
+        mark = "ok  " if check.holds else "NO  "
+        typer.echo(f"{mark}{check.name}: {check.detail}")
+    missing = [c.name for c in results if not c.holds]
+    if missing:
+        typer.echo(f"not enforced here: {', '.join(missing)} (see docs/sandbox.md)")
+    raise typer.Exit(0)

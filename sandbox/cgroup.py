@@ -1,0 +1,154 @@
+"""A control group for sandboxed commands, so memory and process limits hold for the whole tree.
+
+Per-process limits (``RLIMIT_AS``) let a command start many processes that each stay under the
+limit. A cgroup bounds them together. cgroup v2 is used where this process's own cgroup can
+delegate the memory controller; otherwise the v1 memory and pids hierarchies where they are
+mounted and writable. Where neither is possible the command runs with per-process limits only,
+and ``agent doctor`` says so.
+
+The command joins its cgroup through a two-line ``sh`` wrapper that writes its own pid to
+``cgroup.procs`` before it execs the rest, so nothing it starts is ever outside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; '
+_counter = itertools.count()
+
+
+@dataclass(slots=True)
+class CgroupPlace:
+    """Where this process may create child cgroups: the v2 folder, or v1 memory and pids."""
+
+    version: int  # 2, 1, or 0 for none
+    memory: Path | None = None  # parent folder with a memory controller
+    pids: Path | None = None  # parent folder with a pids controller (v1; v2 uses memory's)
+    reason: str = ""  # why there is none, or what is missing
+
+    @property
+    def usable(self) -> bool:
+        return self.memory is not None
+
+
+@dataclass(slots=True)
+class Cgroup:
+    """One command's cgroup folders (one in v2, one per controller in v1)."""
+
+    folders: list[Path] = field(default_factory=list)
+
+    def procs_files(self) -> list[str]:
+        return [str(f / "cgroup.procs") for f in self.folders]
+
+    def wrap(self, argv: list[str], prelude: str = "") -> list[str]:
+        """``argv`` run by ``sh`` so that it starts inside the cgroup, after ``prelude``."""
+        script = f'{_JOIN}{prelude}exec "$@"'
+        return ["/bin/sh", "-c", script, "sh", *self.procs_files(), "--", *argv]
+
+    def remove(self) -> None:
+        """Remove the folders once the processes are gone (the pid namespace dies async)."""
+        for folder in reversed(self.folders):
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)
+
+
+def _own_paths() -> dict[str, str]:
+    """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    found: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for name in controllers.split(",") if controllers else [""]:
+                found[name] = path
+    return found
+
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """(mount point, fs type, options) of the cgroup file systems."""
+    found = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 4 and parts[2] in ("cgroup", "cgroup2"):
+                found.append((parts[1], parts[2], set(parts[3].split(","))))
+    return found
+
+
+def _writable(folder: Path) -> bool:
+    return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+
+
+def find_place() -> CgroupPlace:
+    """Where child cgroups can be made for commands, or why they cannot."""
+    own = _own_paths()
+    mounts = _mounts()
+    reasons = []
+    for point, kind, _ in mounts:
+        if kind != "cgroup2" or "" not in own:
+            continue
+        folder = Path(point) / own[""].lstrip("/")
+        try:
+            controllers = (folder / "cgroup.subtree_control").read_text().split()
+        except OSError:
+            continue
+        if "memory" not in controllers:
+            reasons.append(f"cgroup v2 at {folder} does not delegate the memory controller")
+        elif not _writable(folder):
+            reasons.append(f"cgroup v2 folder {folder} is not writable by this user")
+        else:
+            pids = folder if "pids" in controllers else None
+            return CgroupPlace(2, folder, pids)
+    v1: dict[str, Path] = {}
+    for point, kind, options in mounts:
+        for name in ("memory", "pids"):
+            if kind == "cgroup" and name in options and name in own:
+                folder = Path(point) / own[name].lstrip("/")
+                if _writable(folder):
+                    v1[name] = folder
+                else:
+                    reasons.append(f"cgroup v1 {name} folder {folder} is not writable")
+    if "memory" in v1:
+        return CgroupPlace(1, v1["memory"], v1.get("pids"))
+    return CgroupPlace(0, reason="; ".join(reasons) or "no cgroup file system is mounted")
+
+
+def create(place: CgroupPlace, memory_bytes: int, max_pids: int) -> Cgroup:
+    """A fresh cgroup under ``place`` (one per runner); empty when there is no place."""
+    group = Cgroup()
+    if not place.usable:
+        return group
+    name = f"clawloop-{os.getpid()}-{next(_counter)}"
+    try:
+        assert place.memory is not None  # checked by usable
+        mem = place.memory / name
+        mem.mkdir()
+        group.folders.append(mem)
+        if place.version == 2:
+            (mem / "memory.max").write_text(str(memory_bytes))
+            if (mem / "memory.swap.max").exists():
+                (mem / "memory.swap.max").write_text("0")
+            if place.pids is not None:
+                (mem / "pids.max").write_text(str(max_pids))
+        else:
+            (mem / "memory.limit_in_bytes").write_text(str(memory_bytes))
+            if place.pids is not None:
+                pids = place.pids / name
+                pids.mkdir()
+                group.folders.append(pids)
+                (pids / "pids.max").write_text(str(max_pids))
+    except OSError:
+        group.remove()
+        raise
+    return group

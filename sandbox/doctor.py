@@ -1,0 +1,139 @@
+"""What the sandbox can and cannot enforce on this machine, checked live (``agent doctor``).
+
+Each line is one guarantee from docs/sandbox.md with whether it holds here. The checks start
+a real sandbox where that is the only way to know (user namespaces, seccomp).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox import seccomp
+from sandbox.cgroup import find_place
+from sandbox.settings import SandboxSettings
+
+
+@dataclass(slots=True, frozen=True)
+class Check:
+    """One guarantee and whether this machine gives it."""
+
+    name: str
+    holds: bool
+    detail: str
+
+
+def _bwrap_starts() -> tuple[bool, str]:
+    from sandbox.runner import SandboxRunner
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            result = SandboxRunner(SandboxSettings(), Path(tmp)).run(["true"], timeout=30)
+        except Exception as exc:  # the report says why instead of failing
+            return False, str(exc).splitlines()[0]
+    if result.exit_code == 0:
+        how = "as root, dropping to another uid" if os.geteuid() == 0 else "in a user namespace"
+        return True, f"it starts a sandbox ({how})"
+    return False, (result.stderr.strip().splitlines() or ["it did not start"])[0]
+
+
+def checks(settings: SandboxSettings | None = None) -> list[Check]:
+    """Every guarantee, in the order docs/sandbox.md lists them."""
+    settings = settings or SandboxSettings()
+    limits = settings.limits
+    found: list[Check] = []
+    bwrap = shutil.which("bwrap")
+    if settings.backend == "off":
+        found.append(Check("sandbox", False, "backend is off: commands run unsandboxed"))
+        return found
+    if bwrap is None:
+        found.append(Check("bubblewrap", False, "not installed: `apt-get install bubblewrap`"))
+        return found
+    ok, detail = _bwrap_starts()
+    found.append(Check("bubblewrap", ok, f"{bwrap}: {detail}"))
+    root = os.geteuid() == 0
+    found += [
+        Check(
+            "file view",
+            ok,
+            "only /usr, /etc, /opt and the /bin, /sbin, /lib links, read-only; no homes, /var, "
+            "/run, /srv, /mnt; the workspace read-write at its own path",
+        ),
+        Check(
+            "shared places and sockets",
+            ok,
+            f"private /tmp and /var/tmp ({limits.tmp_size_mb} MB) and /dev/shm (64 MB); host "
+            "unix sockets out of view, those in the workspace covered",
+        ),
+        Check("network", ok, "none, not even the host's loopback (full-access shares it)"),
+        Check(
+            "git metadata",
+            ok,
+            "every .git, gitdir target and hooks path in the workspace mounted read-only",
+        ),
+        Check(
+            "nothing created for later",
+            ok,
+            "a new .git or start-up file is renamed NAME.clawloop-refused after the command, "
+            "and its program-running config keys reported",
+        ),
+        Check("start-up files", ok, "read-only when they exist, refused when created"),
+        Check(
+            "clawloop's own folders",
+            ok,
+            "config, data, audit log and sessions covered wherever the view would show them",
+        ),
+        Check("refused workspaces", True, "/, the home folder, a folder holding the config"),
+        Check("the user's home", ok, "not in the view, and covered where it would be"),
+        Check("processes", ok, "own pid namespace, killed as a whole"),
+        Check(
+            "seccomp",
+            ok and seccomp.supported(),
+            "fallocate, io_uring, clone3, new user namespaces and other ABIs refused"
+            if seccomp.supported()
+            else f"no filter for {os.uname().machine}: fallocate can reserve disk",
+        ),
+        Check(
+            "limits",
+            True,
+            f"cpu {limits.cpu_s} s, address space {limits.memory_mb} MB, file "
+            f"{limits.file_size_mb} MB, open files {limits.open_files}, {limits.processes} more "
+            f"processes, no core; disk budget {limits.disk_budget_mb} MB (checked every 50 ms)",
+        ),
+        Check(
+            "root",
+            ok,
+            "clawloop is root: commands run as the workspace's owner, or as uid "
+            f"{settings.sandbox_uid} with an ACL on the workspace's own inodes for the command"
+            if root
+            else f"not root: commands run as uid {os.geteuid()} in a user namespace",
+        ),
+    ]
+    place = find_place()
+    if place.usable:
+        pids = " and processes" if place.pids is not None else ""
+        found.append(
+            Check(
+                "memory for the whole tree",
+                True,
+                f"cgroup v{place.version} under {place.memory}: {limits.memory_mb} MB{pids}",
+            )
+        )
+    else:
+        found.append(
+            Check(
+                "memory for the whole tree",
+                False,
+                f"no cgroup can be created ({place.reason}); memory is limited per process only",
+            )
+        )
+    try:
+        import re2  # noqa: F401
+
+        found.append(Check("files search", True, "RE2: linear time, cannot hang"))
+    except ImportError:
+        found.append(Check("files search", False, "google-re2 missing: `pip install google-re2`"))
+    return found
