@@ -200,7 +200,8 @@ def make_simple_tools(context: SkillContext) -> list[Tool]:
         paths.resolve(path, for_write=True)
         return changed(["mkdir", "-p", "--", path], f"Created the folder {path}.")
 
-    def answer(text: Annotated[str, Field(description="your answer to the user")]) -> str:
+    # No description on ``text``: a small model copies a description into its answer verbatim.
+    def answer(text: str) -> str:
         """Reply to the user: your final answer, once you know it or the task is done, or a reply to
         a greeting, a thanks or a general question."""
         return text
