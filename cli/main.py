@@ -57,11 +57,15 @@ def _mount_optional_groups() -> None:
     """Groups whose modules depend on other packages' files."""
     from cli.audit_cmd import audit
     from cli.engine_cmd import engine_app
+    from cli.gateway_cmd import gateway
+    from cli.pairing_cmd import pairing_app
     from cli.tools_cmd import tools_app
 
     app.add_typer(tools_app, name="tools")
     app.command("audit")(audit)
     app.add_typer(engine_app, name="engine")
+    app.command("gateway")(gateway)
+    app.add_typer(pairing_app, name="pairing")
 
 
 _mount_optional_groups()

@@ -35,8 +35,12 @@ def build_backend(settings: Settings, extra: dict[str, Any] | None = None) -> Ba
     return backend
 
 
-def build_toolbox(settings: Settings, approver: Approver) -> Toolbox:
-    """The skills' tools, each behind the sandbox policy and approvals."""
+def build_toolbox(settings: Settings, approver: Approver | None) -> Toolbox:
+    """The skills' tools, each behind the sandbox policy and approvals.
+
+    With ``approver`` None, asks are events for the front end; "always" answers are saved to
+    the config file.
+    """
     from skills.context import SkillContext
     from skills.toolbox import build_toolbox as build
 
@@ -51,7 +55,16 @@ def build_toolbox(settings: Settings, approver: Approver) -> Toolbox:
             "can write to, or use --mode read-only"
         )
     context = SkillContext.from_settings(settings.model_copy(update={"workspace": workspace}))
-    return build(context, approver, enabled=settings.skills)
+    return build(context, approver, enabled=settings.skills, save_rule=_save_allow_rule(settings))
+
+
+def _save_allow_rule(settings: Settings) -> Any:
+    from cli.config import add_rule
+
+    def save(rule: str) -> None:
+        add_rule("allow", rule, settings.config_path)
+
+    return save
 
 
 def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentLoop:

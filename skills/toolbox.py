@@ -70,13 +70,17 @@ def build_tools(
 
 def build_toolbox(
     context: SkillContext,
-    approver: Approver,
+    approver: Approver | None,
     enabled: list[str] | None = None,
     *,
     pm: pluggy.PluginManager | None = None,
     check_sandbox: bool = True,
+    save_rule: Callable[[str], object] | None = None,
 ) -> Toolbox:
     """The toolbox an agent runs with: every tool wrapped in :class:`GuardedTool`.
+
+    ``approver`` answers asks only for calls made outside a run (``agent tools call``); in a
+    run, an ask is an event the front end answers. ``save_rule`` keeps "always" answers.
 
     With ``check_sandbox`` (the default) a sandbox that cannot start is a :class:`UserError`
     now, before any model call, rather than a failure on the first command.
@@ -84,7 +88,7 @@ def build_toolbox(
     if check_sandbox:
         context.runner.check()
     guarded = [
-        GuardedTool(tool, context.policy, approver, context.audit, context.redactor)
+        GuardedTool(tool, context.policy, approver, context.audit, context.redactor, save_rule)
         for tool, _source in build_tools(context, enabled, pm)
     ]
     return Toolbox(guarded)
