@@ -11,7 +11,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.approvals import GatedTool, Gate, Verdict
+from agent.approvals import Gate, GatedTool, Verdict
 from agent.backend import Backend, Completion, TextDelta
 from agent.errors import ToolError, UserError
 from agent.events import (
@@ -173,9 +173,7 @@ class AgentLoop:
         budget = self.limits.time_budget_s
         return budget is not None and time.monotonic() - start > budget
 
-    def _dispatch(
-        self, call: ToolCall, ctx: RunContext
-    ) -> Generator[Event, None, ToolResultEvent]:
+    def _dispatch(self, call: ToolCall, ctx: RunContext) -> Generator[Event, None, ToolResultEvent]:
         """Validate, settle the gate (asking a person if it says so), then run with a timeout."""
         args, problem = check_call(call, self.toolbox)
         if problem is not None or args is None:

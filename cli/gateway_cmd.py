@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -21,6 +21,7 @@ from connectors.access import AccessList
 from connectors.base import Connector
 from connectors.gateway import Gateway, GatewayOptions
 from connectors.logs import log, setup_logging
+from connectors.settings import DiscordSettings, TelegramSettings
 from connectors.state import GatewayState
 from sandbox.secrets import find_secrets
 
@@ -36,11 +37,15 @@ BackendOpt = Annotated[
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model for the backend.")]
 ScriptOpt = Annotated[
     Path | None,
-    typer.Option("--script", help="JSON file of scripted assistant turns (implies --backend fake)."),
+    typer.Option(
+        "--script", help="JSON file of scripted assistant turns (implies --backend fake)."
+    ),
 ]
 WorkspaceOpt = Annotated[
     Path | None,
-    typer.Option("--workspace", "-w", help="Folder the tools work in (default: the current folder)."),
+    typer.Option(
+        "--workspace", "-w", help="Folder the tools work in (default: the current folder)."
+    ),
 ]
 
 
@@ -51,7 +56,10 @@ def gateway_dir(settings: Settings) -> Path:
 
 def access_list(settings: Settings) -> AccessList:
     """Owners and allowed ids from the config, pairings from the data folder."""
-    tables = {"telegram": settings.connectors.telegram, "discord": settings.connectors.discord}
+    tables: dict[str, TelegramSettings | DiscordSettings] = {
+        "telegram": settings.connectors.telegram,
+        "discord": settings.connectors.discord,
+    }
     return AccessList(
         gateway_dir(settings) / "pairing.json",
         {name: t.owner_ids for name, t in tables.items()},
@@ -79,7 +87,12 @@ def build_connectors(settings: Settings, state: GatewayState) -> list[Connector]
                 f"or CLAWLOOP_{name.upper()}_TOKEN"
             )
         if not table.owner_ids:
-            log(logging.WARNING, "no_owner", connector=name, hint=f"set [connectors.{name}] owner_ids")
+            log(
+                logging.WARNING,
+                "no_owner",
+                connector=name,
+                hint=f"set [connectors.{name}] owner_ids",
+            )
         connectors.append(factories[name](table, table.token, state))
     if not connectors:
         raise UserError(
@@ -166,5 +179,3 @@ def _exit_now_if_tools_linger() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
-
-

@@ -14,10 +14,10 @@ from agent.loop import AgentLoop
 from agent.run_context import RunContext
 from agent.session import Session
 from cli.approvals import answer_event, choose_approver
-from skills.guard import Approver
 from cli.config import Settings, load_settings
 from cli.render import JsonRenderer, Renderer, TerminalRenderer
 from cli.wiring import build_backend, build_loop, build_toolbox, open_session
+from skills.guard import Approver
 
 err_console = Console(stderr=True, highlight=False)
 

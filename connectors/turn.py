@@ -57,7 +57,7 @@ class Turn:
     context: RunContext
     executor: Executor
     on_ask: Callable[[OpenAsk], None]
-    on_ask_closed: Callable[[str], None]
+    on_ask_closed: Callable[[str], object]
     started: float = field(default_factory=time.monotonic)
     final_sent: bool = False
     _progress_id: str | None = None

@@ -11,6 +11,7 @@ Inside a run the loop settles the gate (:meth:`GuardedTool.gate`): an "ask" beco
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -175,12 +176,13 @@ class GuardedTool(ToolWrapper):
         if rule and rule not in context.allowed:
             context.allowed.append(rule)
         if rule and self.save_rule is not None:
-            try:
+            # The answer stands for this run even if the config file cannot be written.
+            with contextlib.suppress(Exception):
                 self.save_rule(rule)
-            except Exception:  # the answer still stands for this run; the file is a convenience
-                pass
 
-    def _run(self, arguments: dict[str, Any], decision: Decision, decided_by: str, began: float) -> str:
+    def _run(
+        self, arguments: dict[str, Any], decision: Decision, decided_by: str, began: float
+    ) -> str:
         try:
             result = self.inner.call(arguments)
         except ToolError as exc:

@@ -40,16 +40,12 @@ def shell(command: str) -> AssistantMessage:
 
 
 def make_toolbox(ws: Path, saved: list[str] | None = None) -> tuple[Toolbox, SkillContext]:
-    context = SkillContext.create(
-        ws, SandboxSettings(limits=ResourceLimits(timeout_s=20)), audit_path=ws.parent / "a.jsonl"
-    )
+    context = SkillContext.create(ws, SandboxSettings(limits=ResourceLimits(timeout_s=20)))
     save = saved.append if saved is not None else None
     return build_toolbox(context, None, save_rule=save), context
 
 
-def drive(
-    loop: AgentLoop, ctx: RunContext, on_ask: Any, task: str = "task"
-) -> list[Event]:
+def drive(loop: AgentLoop, ctx: RunContext, on_ask: Any, task: str = "task") -> list[Event]:
     events: list[Event] = []
     for event in loop.run(Session(), task, ctx):
         events.append(event)
@@ -64,7 +60,10 @@ def of(events: list[Event], kind: type) -> list[Any]:
 
 def test_terminal_answers_through_the_event_and_the_call_runs_in_the_sandbox(ws: Path) -> None:
     toolbox, _ = make_toolbox(ws)
-    loop = AgentLoop(FakeBackend([shell("touch made && echo $(id -u)"), AssistantMessage(content="done")]), toolbox)
+    loop = AgentLoop(
+        FakeBackend([shell("touch made && echo $(id -u)"), AssistantMessage(content="done")]),
+        toolbox,
+    )
     ctx = RunContext(ask_timeout_s=30)
     out = Console(record=True, width=120)
     approver = TerminalApprover(out, prompt=lambda q: "o")
@@ -187,7 +186,11 @@ def test_stop_cancels_a_pending_ask_and_a_standing_approver_needs_no_event(ws: P
 
     context = SkillContext.create(ws, SandboxSettings())
     yes = build_toolbox(context, AutoApprover())
-    events = list(AgentLoop(FakeBackend([shell("touch y"), AssistantMessage(content="ok")]), yes).run(Session(), "t"))
+    events = list(
+        AgentLoop(FakeBackend([shell("touch y"), AssistantMessage(content="ok")]), yes).run(
+            Session(), "t"
+        )
+    )
     assert not of(events, ApprovalRequested) and of(events, FinalEvent)
     assert (ws / "y").exists()
     assert isinstance(yes.get("shell"), GuardedTool)
