@@ -103,10 +103,16 @@ class Gateway:
         for connector in self.connectors.values():
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(connector.stop(), timeout=3)
+        workers = []
         for chat in self.chats.values():
-            if chat.running is not None:
+            if chat.worker is None:
+                continue
+            if chat.running is None:
+                chat.worker.cancel()  # idle: waiting for a message that will not come
+            else:
+                chat.running.silent = True  # its message stays in flight, for the restart
                 chat.running.context.stop()
-        workers = [c.worker for c in self.chats.values() if c.worker is not None]
+                workers.append(chat.worker)
         if workers:
             _, late = await asyncio.wait(workers, timeout=self.options.shutdown_grace_s)
             for task in late:

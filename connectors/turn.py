@@ -60,6 +60,7 @@ class Turn:
     on_ask_closed: Callable[[str], object]
     started: float = field(default_factory=time.monotonic)
     final_sent: bool = False
+    silent: bool = False  # the gateway is shutting down: say nothing more in the chat
     _progress_id: str | None = None
     _progress: list[str] = field(default_factory=list)
     _asks: dict[str, OpenAsk] = field(default_factory=dict)
@@ -102,6 +103,8 @@ class Turn:
         return answered
 
     async def _show(self, event: Event) -> bool:
+        if self.silent:
+            return False
         if isinstance(event, ToolCallEvent):
             self._progress.append(f"⚙ {event.call.function.name} {_summary(event.call)}")
             await self._update_progress()

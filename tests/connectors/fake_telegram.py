@@ -9,6 +9,7 @@ offset are confirmed and dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -117,10 +118,8 @@ class FakeTelegram:
                 return ready
             assert self._wake is not None
             self._wake.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), deadline - time.monotonic())
-            except TimeoutError:
-                pass
 
     async def _m_sendMessage(self, p: dict[str, Any]) -> Any:
         chat_id = int(p["chat_id"])
