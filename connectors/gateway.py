@@ -24,7 +24,7 @@ from agent.session import Session
 from connectors.access import AccessList
 from connectors.base import Connector, Incoming
 from connectors.chunking import split_message
-from connectors.logs import log
+from connectors.logs import LOGGER, log
 from connectors.ratelimit import RateLimiter
 from connectors.state import GatewayState
 from connectors.turn import OpenAsk, Turn
@@ -242,8 +242,10 @@ class Gateway:
                 return
             try:
                 await self._handle(chat, message)
-            except Exception as exc:  # one bad turn must not end the chat's worker
-                log(logging.ERROR, "handle_failed", message=message.key, error=repr(exc))
+            except Exception:  # one bad turn must not end the chat's worker
+                logging.getLogger(LOGGER).exception(
+                    "handle_failed", extra={"fields": {"message": message.key}}
+                )
 
     async def _handle(self, chat: ChatSession, message: Incoming) -> None:
         connector = self.connectors[message.platform]

@@ -93,6 +93,10 @@ class Turn:
                     answered = True
                     continue
                 answered = await self._show(item) or answered  # type: ignore[arg-type]
+        except BaseException:
+            # The chat side failed (or was cancelled): the run must not wait on it any longer.
+            self.context.stop()
+            raise
         finally:
             typing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -152,10 +156,10 @@ class Turn:
     async def _post_ask(self, event: ApprovalRequested) -> None:
         minutes = event.expires_in_s / 60
         text = (
-            f"🔐 Approval needed: {event.summary}\n"
-            f"why: {event.reason}\n"
+            f"🔐 Approval needed: {_cut(event.summary, 700)}\n"
+            f"why: {_cut(event.reason, 200)}\n"
             f"Reply /approve {event.id} or /deny {event.id} "
-            f"(/approve {event.id} always also allows {event.suggestion} from now on). "
+            f"(/approve {event.id} always also allows {_cut(event.suggestion, 300)} from now on). "
             f"Expires in {minutes:g} min."
         )
         buttons = [
@@ -163,12 +167,15 @@ class Turn:
             Button("Always", f"/approve {event.id} always"),
             Button("Deny", f"/deny {event.id}"),
         ]
-        message_id = await self.connector.send(
-            self.message.chat_id,
-            text[: self.connector.max_length],
-            reply_to=self.message.message_id,
-            buttons=buttons,
-        )
+        try:
+            message_id = await self.connector.send(
+                self.message.chat_id, text, reply_to=self.message.message_id, buttons=buttons
+            )
+        except Exception as exc:
+            # Nobody can see the question, so nobody can answer it: refuse now.
+            log(logging.ERROR, "ask_post_failed", chat=self.message.chat_key, error=str(exc))
+            self.context.approvals.answer(event.id, "deny", "the request could not be posted")
+            return
         ask = OpenAsk(event, self.context, self.connector, self.message.chat_id, message_id, text)
         self._asks[event.id] = ask
         self.on_ask(ask)
@@ -214,3 +221,7 @@ def _summary(call: object, width: int = 60) -> str:
         text = str(args)
     text = " ".join(text.split())
     return f"`{text[:width]}{'…' if len(text) > width else ''}`" if text else ""
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width] + " …"
