@@ -46,11 +46,13 @@ def show_config_path() -> None:
 
 @config_app.command("show")
 def show_config() -> None:
-    """Print the settings in effect (defaults, file, environment merged)."""
+    """Print the settings in effect (defaults, file, environment merged), secrets redacted."""
     from cli.config import load_settings
+    from sandbox.secrets import Redactor, find_secrets
 
     settings = load_settings()
-    typer.echo(settings.model_dump_json(indent=2))
+    redactor = Redactor(find_secrets(settings.model_dump(), os.environ))
+    typer.echo(redactor.redact(settings.model_dump_json(indent=2)))
 
 
 def _mount_optional_groups() -> None:

@@ -82,3 +82,15 @@ def test_agent_pairing_list_approve_revoke(isolated_home: Path) -> None:
     gone = runner.invoke(app, ["pairing", "revoke", "42"])
     assert gone.exit_code == 0 and "revoked discord:42" in gone.output
     assert access.role("discord:42") == "stranger"
+
+
+def test_config_show_hides_the_bot_tokens(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (isolated_home / "config.toml").write_text(
+        '[connectors.discord]\nenabled = true\ntoken = "discord-secret-token-123"\n'
+    )
+    monkeypatch.setenv("CLAWLOOP_TELEGRAM_TOKEN", "42:telegram-secret-token")
+    shown = CliRunner().invoke(app, ["config", "show"])
+    assert shown.exit_code == 0 and '"enabled": true' in shown.output
+    assert "secret-token" not in shown.output and "[redacted]" in shown.output
