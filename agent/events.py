@@ -103,15 +103,55 @@ class StepEvent:
     step: int = field(default=0, compare=False)
 
 
+@dataclass(slots=True)
+class ApprovalRequested:
+    """A call waits for a person: answer it with ``context.approvals.answer(id, ...)``.
+
+    The call has not started; its timeout starts only once it is approved. Unanswered for
+    ``expires_in_s`` seconds, it is refused and the model is told so.
+    """
+
+    id: str
+    call: ToolCall
+    rule: str  # the rule that matched ("" when none did and the default asks)
+    reason: str  # why it is asked, for people
+    suggestion: str  # the allow rule an "always" answer saves
+    summary: str  # the call as one line, secrets redacted
+    expires_in_s: float
+    type: str = "approval_requested"
+    run_id: str = field(default="", compare=False)
+    step: int = field(default=0, compare=False)
+
+
+@dataclass(slots=True)
+class ApprovalResolved:
+    """How an ask ended: "once", "always", "deny", "expired" or "cancelled", and by whom."""
+
+    id: str
+    outcome: str
+    by: str
+    type: str = "approval_resolved"
+    run_id: str = field(default="", compare=False)
+    step: int = field(default=0, compare=False)
+
+
 Event = (
-    TokenEvent | ToolCallEvent | ToolResultEvent | FinalEvent | ErrorEvent | UsageEvent | StepEvent
+    TokenEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | FinalEvent
+    | ErrorEvent
+    | UsageEvent
+    | StepEvent
+    | ApprovalRequested
+    | ApprovalResolved
 )
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
     """A JSON-ready dict for one event, with ``type`` first."""
     data = asdict(event)
-    if isinstance(event, ToolCallEvent):
+    if isinstance(event, ToolCallEvent | ApprovalRequested):
         data["call"] = event.call.to_wire()
     if isinstance(event, StepEvent):
         data["message"] = event.message.to_wire()

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Any
 
+from agent.approvals import Gate, GatedTool, Verdict
 from agent.backend import Backend, Completion, TextDelta
 from agent.errors import ToolError, UserError
 from agent.events import (
+    ApprovalRequested,
+    ApprovalResolved,
     ErrorEvent,
     Event,
     FinalEvent,
@@ -32,8 +36,9 @@ from agent.messages import (
     ToolSpec,
     UserMessage,
 )
+from agent.run_context import RunContext, new_run_id
 from agent.session import Session
-from agent.tools import Toolbox, observation
+from agent.tools import Tool, Toolbox, ToolResult, observation
 from agent.validation import check_call
 
 
@@ -81,27 +86,38 @@ class AgentLoop:
     model: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
 
-    def run(self, session: Session, task: str, run_id: str | None = None) -> Iterator[Event]:
+    def run(
+        self, session: Session, task: str, context: RunContext | None = None
+    ) -> Iterator[Event]:
         """Add ``task`` as a user message to ``session`` and work on it until a final answer.
 
-        Every event carries ``run_id`` (a fresh one unless given) and the step it belongs to.
+        ``context`` is the run's own state (id, cancel token, tool threads, open approvals);
+        without one, the run gets a fresh context whose cancel token is ``self.cancel``. Every
+        event carries the run's id and the step (model call) it belongs to.
         """
-        run_id = run_id or new_run_id()
+        owned = context is None
+        ctx = context if context is not None else RunContext(cancel=self.cancel)
+        run_id = ctx.run_id
         if self.system_prompt and not any(m.role == "system" for m in session.messages):
             session.append(SystemMessage(content=self.system_prompt))
         session.append(UserMessage(content=task))
         start = time.monotonic()
         usage = UsageEvent(0, 0, 0, 0, 0.0)
         try:
-            for event in self._steps(session, start, usage):
+            for event in self._steps(session, start, usage, ctx):
                 event.run_id, event.step = run_id, usage.steps
                 yield event
         finally:
+            ctx.approvals.cancel_all()
+            if owned:
+                ctx.close()
             usage.seconds = time.monotonic() - start
             usage.run_id, usage.step = run_id, usage.steps
             yield usage
 
-    def _steps(self, session: Session, start: float, usage: UsageEvent) -> Iterator[Event]:
+    def _steps(
+        self, session: Session, start: float, usage: UsageEvent, ctx: RunContext
+    ) -> Iterator[Event]:
         done: dict[str, str] = {}  # call -> result, for the repeat guard
         answer_only = False
         while True:
@@ -118,7 +134,7 @@ class AgentLoop:
                     "time_budget",
                 )
                 return
-            if self.cancel.is_set():
+            if ctx.cancel.is_set():
                 yield ErrorEvent("stopped by the user", "aborted")
                 return
             usage.steps += 1
@@ -132,7 +148,7 @@ class AgentLoop:
                         yield TokenEvent(event.text)
                     else:
                         completion = event
-                    if self.cancel.is_set():
+                    if ctx.cancel.is_set():
                         break
             except UserError as exc:
                 yield ErrorEvent(exc.message, "backend")
@@ -140,7 +156,7 @@ class AgentLoop:
             if completion is None:
                 yield ErrorEvent(
                     "stopped by the user"
-                    if self.cancel.is_set()
+                    if ctx.cancel.is_set()
                     else "the backend ended without a reply",
                     "aborted",
                 )
@@ -176,7 +192,7 @@ class AgentLoop:
                     result = self._repeated(call, done[key])
                     answer_only = self.answer_tool is not None
                 else:
-                    result = self._dispatch(call)
+                    result = yield from self._dispatch(call, ctx)
                     if result.ok:
                         done[key] = result.content
                 session.append(
@@ -242,8 +258,8 @@ class AgentLoop:
         budget = self.limits.time_budget_s
         return budget is not None and time.monotonic() - start > budget
 
-    def _dispatch(self, call: ToolCall) -> ToolResultEvent:
-        began = time.monotonic()
+    def _dispatch(self, call: ToolCall, ctx: RunContext) -> Generator[Event, None, ToolResultEvent]:
+        """Validate, settle the gate (asking a person if it says so), then run with a timeout."""
         args, problem = check_call(call, self.toolbox)
         if problem is not None or args is None:
             return ToolResultEvent(
@@ -256,12 +272,23 @@ class AgentLoop:
                 decided_by="validation",
             )
         tool = self.toolbox.get(call.function.name)
-        assert tool is not None  # check_call found it
+        if tool is None:  # check_call found it; a toolbox changed under a run is a bug
+            raise RuntimeError(f"tool {call.function.name!r} vanished from the toolbox")
+        verdict: Verdict | None = None
+        if isinstance(tool, GatedTool):
+            try:
+                gate = tool.gate(args, ctx)
+            except ToolError as exc:
+                return ToolResultEvent(call.id, tool.name, f"error: {exc.message}", False, 0.0)
+            verdict = yield from self._settle(call, gate, ctx)
+        began = time.monotonic()
         ok = True
         try:
-            ok, content = _call_with_timeout(
-                lambda: observation(tool.call(args)), self.limits.tool_timeout_s
-            )
+            if verdict is not None and not verdict.approved:
+                _gated(tool, args, ctx, verdict)()  # records and raises the refusal
+                ok, content = False, "error: refused"  # not reached: the refusal raises
+            else:
+                ok, content = observation(self._run_tool(_gated(tool, args, ctx, verdict), ctx))
         except ToolError as exc:
             ok, content = False, f"error: {exc.message}"
         except FutureTimeout:
@@ -272,15 +299,78 @@ class AgentLoop:
                     f"{self.limits.tool_timeout_s:g} s and was abandoned"
                 ),
             )
+        except _Cancelled:
+            ok, content = False, f"error: {call.function.name} was stopped by the user"
         except Exception as exc:  # a tool's own crash is an observation, not the loop's crash
             ok, content = False, f"error: {call.function.name} failed: {type(exc).__name__}: {exc}"
         content = _truncate(content, self.limits.max_observation_chars)
-        return ToolResultEvent(call.id, call.function.name, content, ok, time.monotonic() - began)
+        return ToolResultEvent(
+            call.id,
+            call.function.name,
+            content,
+            ok,
+            time.monotonic() - began,
+            decision=None if verdict is None else verdict.outcome,
+            decided_by=None if verdict is None else verdict.by,
+        )
+
+    def _settle(
+        self, call: ToolCall, gate: Gate, ctx: RunContext
+    ) -> Generator[Event, None, Verdict]:
+        if gate.action == "allow":
+            return Verdict("allow", gate.reason, gate)
+        if gate.action == "deny":
+            return Verdict("deny", gate.reason, gate)
+        pending = ctx.approvals.open()
+        yield ApprovalRequested(
+            pending.id,
+            call,
+            gate.rule,
+            gate.reason,
+            gate.suggestion,
+            gate.summary,
+            ctx.ask_timeout_s,
+            run_id=ctx.run_id,
+        )
+        try:
+            outcome, by = pending.wait(ctx.ask_timeout_s, ctx.cancel)
+        finally:
+            ctx.approvals.close(pending.id)
+        yield ApprovalResolved(pending.id, outcome, by, run_id=ctx.run_id)
+        return Verdict(outcome, by, gate)
+
+    def _run_tool(self, fn: Callable[[], ToolResult], ctx: RunContext) -> ToolResult:
+        """Run on the run's own threads; the timeout starts now, after any approval.
+
+        A call that times out or is cancelled before it started is cancelled for good; one
+        already running is abandoned (its sandbox's own limits still end it).
+        """
+        future: Future[ToolResult] = ctx.executor.submit(contextvars.copy_context().run, fn)
+        deadline = time.monotonic() + self.limits.tool_timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                future.cancel()
+                raise FutureTimeout
+            try:
+                return future.result(timeout=min(0.05, remaining))
+            except FutureTimeout:
+                if ctx.cancel.is_set():
+                    future.cancel()
+                    raise _Cancelled from None
 
 
-def new_run_id() -> str:
-    """A fresh, unique run id."""
-    return uuid.uuid4().hex[:16]
+class _Cancelled(Exception):
+    """The run was stopped while a tool was running."""
+
+
+def _gated(
+    tool: Tool, args: dict[str, Any], ctx: RunContext, verdict: Verdict | None
+) -> Callable[[], ToolResult]:
+    if verdict is not None and isinstance(tool, GatedTool):
+        gated = tool
+        return lambda: gated.call_gated(args, ctx, verdict)
+    return lambda: tool.call(args)
 
 
 def _step_event(completion: Completion, messages: int, seconds: float) -> StepEvent:
@@ -301,13 +391,6 @@ def _step_event(completion: Completion, messages: int, seconds: float) -> StepEv
         tokens_per_s=rate,
         seconds=seconds,
     )
-
-
-_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="clawloop-tool")
-
-
-def _call_with_timeout(fn: Callable[[], tuple[bool, str]], timeout: float) -> tuple[bool, str]:
-    return _POOL.submit(fn).result(timeout=timeout)
 
 
 def _truncate(text: str, limit: int) -> str:

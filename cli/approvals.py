@@ -1,4 +1,8 @@
-"""Who answers "ask": the person at the terminal, ``--yes``, or no one (deny)."""
+"""Who answers "ask": the person at the terminal, ``--yes``, or no one (deny).
+
+In a run, an ask is an ``ApprovalRequested`` event; :func:`answer_event` answers it with one of
+these and sends the answer through the run's context, the same path a chat's ``/approve`` takes.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.prompt import Prompt
 
+from agent.events import ApprovalRequested
+from agent.run_context import RunContext
 from skills.guard import Answer, ApprovalRequest, Approver
 
 
@@ -38,22 +44,26 @@ class TerminalApprover:
     def _ask(self, question: str) -> str:
         return Prompt.ask(question, choices=["o", "a", "d"], default="d", console=self.console)
 
-    def ask(self, request: ApprovalRequest) -> Answer:
+    def choose(self, summary: str, reason: str, rule: str) -> Answer:
+        """Show the call and read the answer; saving an "always" is left to the caller."""
         body = (
-            f"[bold]{escape(request.describe())}[/bold]\n"
-            f"why asked: {escape(request.reason)}\n"
-            f'"always" saves: [cyan]allow {escape(request.rule)}[/cyan]'
+            f"[bold]{escape(summary)}[/bold]\n"
+            f"why asked: {escape(reason)}\n"
+            f'"always" saves: [cyan]allow {escape(rule)}[/cyan]'
         )
         self.console.print(Panel(body, title="approve this tool call?", border_style="yellow"))
         answer = self.prompt("[o]nce, [a]lways, [d]eny").strip().lower()[:1]
-        if answer == "a":
+        return "always" if answer == "a" else "once" if answer == "o" else "deny"
+
+    def ask(self, request: ApprovalRequest) -> Answer:
+        answer = self.choose(request.describe(), request.reason, request.rule)
+        if answer == "always":
             try:
                 where = self.add_rule("allow", request.rule)
                 self.console.print(f"saved [cyan]allow {escape(request.rule)}[/cyan] to {where}")
             except Exception as exc:  # the answer still stands for this run
                 self.console.print(f"[red]could not save the rule: {escape(str(exc))}[/red]")
-            return "always"
-        return "once" if answer == "o" else "deny"
+        return answer
 
 
 class AutoApprover:
@@ -86,3 +96,17 @@ def choose_approver(
     if json_output or not sys.stdin.isatty():
         return DenyApprover()
     return TerminalApprover(console)
+
+
+def answer_event(event: ApprovalRequested, approver: Approver, context: RunContext) -> Answer:
+    """Answer a run's ask with ``approver``, through the run's context like any front end.
+
+    An "always" is saved by the tool itself (the run's overlay and the config file).
+    """
+    if isinstance(approver, TerminalApprover):
+        answer = approver.choose(event.summary, event.reason, event.suggestion)
+    else:
+        request = ApprovalRequest(event.call.function.name, "", {}, event.reason, event.suggestion)
+        answer = approver.ask(request)
+    context.approvals.answer(event.id, answer, approver.name)
+    return answer

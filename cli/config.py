@@ -16,6 +16,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.errors import ConfigError
+from connectors.settings import ConnectorsSettings, GatewaySettings
 from sandbox.settings import SandboxSettings
 from skills.mail.config import MailSettings
 from skills.mcp.config import McpServer
@@ -74,6 +75,7 @@ class Settings(BaseModel):
     max_steps: int = Field(default=12, ge=1)
     time_budget: float | None = Field(default=None, gt=0)
     tool_timeout: float = Field(default=300.0, gt=0)
+    approval_timeout: float = Field(default=600.0, gt=0)
     skills: list[str] | None = None
     skills_dir: Path | None = None
     mail: MailSettings = Field(default_factory=MailSettings)
@@ -81,6 +83,8 @@ class Settings(BaseModel):
     decoding: DecodingSettings = Field(default_factory=DecodingSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     backends: dict[str, BackendOptions] = Field(default_factory=dict)
+    connectors: ConnectorsSettings = Field(default_factory=ConnectorsSettings)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir(APP)))
     config_path: Path | None = None
 
@@ -139,6 +143,7 @@ ENV_VARS: dict[str, str] = {
     "CLAWLOOP_MAX_STEPS": "max_steps",
     "CLAWLOOP_TIME_BUDGET": "time_budget",
     "CLAWLOOP_TOOL_TIMEOUT": "tool_timeout",
+    "CLAWLOOP_APPROVAL_TIMEOUT": "approval_timeout",
     "CLAWLOOP_SKILLS": "skills",
     "CLAWLOOP_TEMPERATURE": "decoding.temperature",
     "CLAWLOOP_MAX_TOKENS": "decoding.max_tokens",
@@ -146,6 +151,8 @@ ENV_VARS: dict[str, str] = {
     "CLAWLOOP_SANDBOX_MODE": "sandbox.mode",
     "CLAWLOOP_SANDBOX": "sandbox.backend",
     "CLAWLOOP_DATA_DIR": "data_dir",
+    "CLAWLOOP_TELEGRAM_TOKEN": "connectors.telegram.token",
+    "CLAWLOOP_DISCORD_TOKEN": "connectors.discord.token",
 }
 
 

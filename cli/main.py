@@ -46,11 +46,13 @@ def show_config_path() -> None:
 
 @config_app.command("show")
 def show_config() -> None:
-    """Print the settings in effect (defaults, file, environment merged)."""
+    """Print the settings in effect (defaults, file, environment merged), secrets redacted."""
     from cli.config import load_settings
+    from sandbox.secrets import Redactor, find_secrets
 
     settings = load_settings()
-    typer.echo(settings.model_dump_json(indent=2))
+    redactor = Redactor(find_secrets(settings.model_dump(), os.environ))
+    typer.echo(redactor.redact(settings.model_dump_json(indent=2)))
 
 
 def _mount_optional_groups() -> None:
@@ -59,6 +61,8 @@ def _mount_optional_groups() -> None:
     from cli.doctor_cmd import doctor
     from cli.engine_cmd import engine_app
     from cli.eval_cmd import evaluate
+    from cli.gateway_cmd import gateway
+    from cli.pairing_cmd import pairing_app
     from cli.skills_cmd import skills_app
     from cli.tools_cmd import tools_app
     from cli.traces_cmd import traces_app
@@ -70,6 +74,8 @@ def _mount_optional_groups() -> None:
     app.command("eval")(evaluate)
     app.add_typer(traces_app, name="traces")
     app.command("doctor")(doctor)
+    app.command("gateway")(gateway)
+    app.add_typer(pairing_app, name="pairing")
 
 
 _mount_optional_groups()

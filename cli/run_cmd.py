@@ -9,13 +9,15 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from agent.events import FinalEvent
+from agent.events import ApprovalRequested, FinalEvent
 from agent.loop import AgentLoop
+from agent.run_context import RunContext
 from agent.session import Session
-from cli.approvals import choose_approver
+from cli.approvals import answer_event, choose_approver
 from cli.config import Settings, load_settings
 from cli.render import JsonRenderer, Renderer, TerminalRenderer
 from cli.wiring import build_backend, build_loop, build_toolbox, open_session, run_traced
+from skills.guard import Approver
 
 err_console = Console(stderr=True, highlight=False)
 
@@ -98,7 +100,7 @@ def _settings(**flags: Any) -> Settings:
 
 def _prepare(
     settings: Settings, script: Path | None, yes: bool, as_json: bool, watch: bool = False
-) -> AgentLoop:
+) -> tuple[AgentLoop, Approver]:
     if settings.sandbox.mode == "full-access" and not as_json:
         err_console.print(
             "[bold red]full-access: tools run without the OS sandbox's limits on "
@@ -106,28 +108,39 @@ def _prepare(
         )
     backend = build_backend(settings, {"script": str(script)} if script else None)
     notice = (lambda text: err_console.print(f"[dim]{text}[/dim]")) if watch else None
-    toolbox = build_toolbox(settings, choose_approver(yes, as_json, err_console), notice)
-    return build_loop(settings, backend, toolbox)
+    # No standing approver in the toolbox: every ask is an event, answered in _drive.
+    toolbox = build_toolbox(settings, None, notice)
+    return build_loop(settings, backend, toolbox), choose_approver(yes, as_json, err_console)
 
 
 def _drive(
-    settings: Settings, loop: AgentLoop, session: Session, task: str, renderer: Renderer
+    settings: Settings,
+    loop: AgentLoop,
+    session: Session,
+    task: str,
+    renderer: Renderer,
+    approver: Approver,
 ) -> bool:
     """Run one task; Ctrl-C stops it cleanly (what was said is already on disk)."""
     final = False
     previous = signal.getsignal(signal.SIGINT)
+    context = RunContext(cancel=loop.cancel, ask_timeout_s=settings.approval_timeout)
 
     def interrupt(_sig: int, _frame: object) -> None:
-        loop.cancel.set()
+        context.stop()
 
     signal.signal(signal.SIGINT, interrupt)
     try:
-        for event in run_traced(settings, loop, session, task):
+        for event in run_traced(settings, loop, session, task, context=context):
             renderer.show(event)
+            if isinstance(event, ApprovalRequested):
+                renderer.close()  # end a streamed line before the question
+                answer_event(event, approver, context)
             final = final or isinstance(event, FinalEvent)
     finally:
         signal.signal(signal.SIGINT, previous)
         renderer.close()
+        context.close()
         loop.cancel.clear()
     return final
 
@@ -150,10 +163,10 @@ def run(
 ) -> None:
     """Run one task to a final answer. Exit code 0 on a final answer, 1 otherwise."""
     settings = _settings(**locals())
-    loop = _prepare(settings, script, yes, json_out)
+    loop, approver = _prepare(settings, script, yes, json_out)
     name, conversation = open_session(settings, session)
     renderer: Renderer = JsonRenderer() if json_out else TerminalRenderer(session_name=name)
-    ok = _drive(settings, loop, conversation, task, renderer)
+    ok = _drive(settings, loop, conversation, task, renderer, approver)
     raise typer.Exit(0 if ok else 1)
 
 
@@ -173,7 +186,7 @@ def chat(
 ) -> None:
     """Talk with the agent; the conversation is kept as a session. Type /exit or Ctrl-D to leave."""
     settings = _settings(**locals())
-    loop = _prepare(settings, script, yes, as_json=False, watch=True)
+    loop, approver = _prepare(settings, script, yes, as_json=False, watch=True)
     name, conversation = open_session(settings, session)
     console = Console(highlight=False)
     console.print(f"[dim]session {name} · /exit to leave[/dim]")
@@ -186,4 +199,4 @@ def chat(
         if line.strip() in ("/exit", "/quit"):
             break
         if line.strip():
-            _drive(settings, loop, conversation, line, TerminalRenderer(console))
+            _drive(settings, loop, conversation, line, TerminalRenderer(console), approver)

@@ -11,9 +11,10 @@ from typing import Any
 from agent.backend import Backend
 from agent.errors import UserError
 from agent.events import Event
-from agent.loop import AgentLoop, Decoding, LoopLimits, new_run_id
+from agent.loop import AgentLoop, Decoding, LoopLimits
 from agent.plugins import collect, plugin_manager
 from agent.prompts import load_prompt
+from agent.run_context import RunContext
 from agent.session import Session, check_session_name
 from agent.tool_selection import LexicalToolSelector
 from agent.tools import Toolbox
@@ -42,12 +43,14 @@ def build_backend(settings: Settings, extra: dict[str, Any] | None = None) -> Ba
 
 
 def build_toolbox(
-    settings: Settings, approver: Approver, watch: Callable[[str], None] | None = None
+    settings: Settings, approver: Approver | None, watch: Callable[[str], None] | None = None
 ) -> Toolbox:
     """The skills' tools, each behind the sandbox policy and approvals.
 
-    With ``watch`` (a function that shows a one-line notice) the skills folder is watched and
-    the toolbox rebuilt in place when a skill is added, changed, removed or approved.
+    With ``approver`` None, asks are events for the front end; "always" answers are saved to
+    the config file. With ``watch`` (a function that shows a one-line notice) the skills folder
+    is watched and the toolbox rebuilt in place when a skill is added, changed, removed or
+    approved.
     """
     from skills.context import SkillContext
     from skills.reload import SkillWatcher
@@ -69,7 +72,9 @@ def build_toolbox(
     skillset = SkillSet(context, settings.skill_names)
     skillset.load()
     toolbox = LiveToolbox(
-        guard(skillset, approver), skillset, refine=workspace_enums(context.workspace)
+        guard(skillset, approver, _save_allow_rule(settings)),
+        skillset,
+        refine=workspace_enums(context.workspace),
     )
     if watch is not None:
         SkillWatcher(skillset, toolbox, approver, watch).start()
@@ -89,6 +94,15 @@ def system_prompt(text: str, toolbox: Toolbox) -> str:
 
 
 _STANDARD = SmallModelSettings(answer_tool=False, select_tools=0, repeat_guard=False)
+
+
+def _save_allow_rule(settings: Settings) -> Any:
+    from cli.config import add_rule
+
+    def save(rule: str) -> None:
+        add_rule("allow", rule, settings.config_path)
+
+    return save
 
 
 def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentLoop:
@@ -158,11 +172,11 @@ def run_traced(
     session: Session,
     task: str,
     extra: dict[str, Any] | None = None,
-    run_id: str | None = None,
+    context: RunContext | None = None,
 ) -> Iterator[Event]:
     """``loop.run`` with its trace written to the traces folder as it goes."""
-    run_id = run_id or new_run_id()
-    writer = TraceWriter(settings.traces_dir, run_id, redactor(settings).redact)
+    context = context or RunContext(cancel=loop.cancel)
+    writer = TraceWriter(settings.traces_dir, context.run_id, redactor(settings).redact)
 
     def start() -> None:
         writer.start(
@@ -174,4 +188,4 @@ def run_traced(
             extra={"task": task, "workspace": str(settings.workspace), **(extra or {})},
         )
 
-    return traced(loop.run(session, task, run_id=run_id), writer, start)
+    return traced(loop.run(session, task, context), writer, start)

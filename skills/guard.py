@@ -1,24 +1,33 @@
-"""Approvals: a wrapper that asks the policy, and the user when the policy says "ask".
+"""Approvals: a wrapper that asks the policy, and a person when the policy says "ask".
 
 Every tool the agent gets is wrapped in :class:`GuardedTool`; a refusal is raised as
 :class:`ToolError`, so the model reads it as an observation and can change course.
+
+Inside a run the loop settles the gate (:meth:`GuardedTool.gate`): an "ask" becomes an
+``ApprovalRequested`` event that any front end answers, and only then is the call run, through
+:meth:`GuardedTool.call_gated`. Called directly (``agent tools call``), the tool asks its
+:class:`Approver` itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
+from agent.approvals import Answer, Gate, Verdict
 from agent.errors import ToolError
+from agent.run_context import RunContext
 from agent.tools import Tool, ToolResult
 from sandbox.audit import AuditEntry, AuditLog
 from sandbox.policy import Decision, Policy
-from sandbox.rules import Effect, RuleTarget, Subject
+from sandbox.rules import Effect, RuleTarget, Subject, parse_rule
 from sandbox.secrets import Redactor
 
-Answer = Literal["once", "always", "deny"]
+__all__ = ["Answer", "ApprovalRequest", "Approver", "GuardedTool", "refusal", "with_rule"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -96,18 +105,86 @@ def rule_target(tool: Tool) -> RuleTarget:
 
 @dataclass(slots=True)
 class GuardedTool(ToolWrapper):
-    """Runs ``inner`` only if the policy (or the approver) says so; redacts and audits."""
+    """Runs ``inner`` only if the policy (or a person) says so; redacts and audits.
+
+    ``approver`` answers asks when the tool is called outside a run; ``None`` refuses them.
+    ``save_rule`` keeps an "always" given in a run for later runs (the config file).
+    """
 
     policy: Policy
-    approver: Approver
+    approver: Approver | None
     audit: AuditLog
     redactor: Redactor
+    save_rule: Callable[[str], object] | None = None
+    # Calls made outside a run (``agent tools call``) get an overlay of their own.
+    outside_run: RunContext = field(default_factory=RunContext, repr=False)
 
     def call(self, arguments: dict[str, Any]) -> ToolResult:
         began = time.monotonic()
         target = rule_target(self.inner)
-        decision = self.policy.decide(target, self.name, arguments)
+        decision = self.decide(arguments, self.outside_run)
         decided_by = self._approve(decision, target, arguments, began)
+        return self._run(arguments, decision, decided_by, began)
+
+    def decide(self, arguments: dict[str, Any], context: RunContext | None = None) -> Decision:
+        """What the policy (with the run's overlay) says about this call, without running."""
+        policy = self.policy
+        if context is not None and context.allowed:
+            overlay = [parse_rule(text, "allow", "session") for text in context.allowed]
+            policy = Policy(policy.workspace, policy.mode, overlay + policy.rules)
+        return policy.decide(rule_target(self.inner), self.name, arguments)
+
+    def gate(self, arguments: dict[str, Any], context: RunContext) -> Gate:
+        """The loop's question: allow, deny, or ask a person (the loop does the asking)."""
+        target = rule_target(self.inner)
+        decision = self.decide(arguments, context)
+        request = self._request(decision, target, arguments)
+        rule = decision.rule.text if decision.rule is not None else ""
+        action, reason = decision.action, decision.reason
+        if action == "ask" and self.approver is not None:
+            # A standing answer (``--yes``, or no one to ask) settles it without an event.
+            answer = self.approver.ask(request)
+            action = "deny" if answer == "deny" else "allow"
+            reason = f"{self.approver.name}: {answer}"
+            if answer == "always":
+                self._remember(request.rule, context)
+        return Gate(action, reason, rule, request.rule, request.describe(), decision)
+
+    def call_gated(
+        self, arguments: dict[str, Any], context: RunContext, verdict: Verdict
+    ) -> ToolResult:
+        """Run a call whose gate the loop settled; a refusal is recorded and raised."""
+        began = time.monotonic()
+        decision = verdict.gate.detail
+        if not isinstance(decision, Decision):
+            decision = self.decide(arguments, context)
+        if verdict.outcome == "allow":
+            return self._run(arguments, decision, verdict.by, began)
+        if verdict.outcome == "deny" and decision.action == "deny":
+            message = refusal(decision)
+            self._record(arguments, decision, decision.reason, "refused", message, began)
+            raise ToolError(message)
+        if verdict.outcome in ("once", "always"):
+            if verdict.outcome == "always":
+                self._remember(verdict.gate.suggestion, context)
+            return self._run(arguments, decision, f"{verdict.by}: {verdict.outcome}", began)
+        message = _refusal_for(verdict)
+        self._record(
+            arguments, decision, f"{verdict.by}: {verdict.outcome}", "refused", message, began
+        )
+        raise ToolError(message)
+
+    def _remember(self, rule: str, context: RunContext) -> None:
+        if rule and rule not in context.allowed:
+            context.allowed.append(rule)
+        if rule and self.save_rule is not None:
+            # The answer stands for this run even if the config file cannot be written.
+            with contextlib.suppress(Exception):
+                self.save_rule(rule)
+
+    def _run(
+        self, arguments: dict[str, Any], decision: Decision, decided_by: str, began: float
+    ) -> ToolResult:
         try:
             result = self.inner.call(arguments)
         except ToolError as exc:
@@ -124,9 +201,13 @@ class GuardedTool(ToolWrapper):
         self._record(arguments, decision, decided_by, outcome, detail, began)
         return result
 
-    def decide(self, arguments: dict[str, Any]) -> Decision:
-        """What the policy says about this call, without running or asking."""
-        return self.policy.decide(rule_target(self.inner), self.name, arguments)
+    def _request(
+        self, decision: Decision, target: RuleTarget, arguments: dict[str, Any]
+    ) -> ApprovalRequest:
+        suggestion = target.rule_for(arguments, self.policy.workspace)
+        return ApprovalRequest(
+            self.name, target.name, self.redactor.redact_obj(arguments), decision.reason, suggestion
+        )
 
     def _approve(
         self, decision: Decision, target: RuleTarget, arguments: dict[str, Any], began: float
@@ -137,21 +218,21 @@ class GuardedTool(ToolWrapper):
             raise ToolError(message)
         if decision.action == "allow":
             return decision.reason
-        suggestion = target.rule_for(arguments, self.policy.workspace)
-        request = ApprovalRequest(
-            self.name, target.name, self.redactor.redact_obj(arguments), decision.reason, suggestion
-        )
-        answer = self.approver.ask(request)
+        request = self._request(decision, target, arguments)
+        approver = self.approver
+        answer: Answer = approver.ask(request) if approver is not None else "deny"
+        who = approver.name if approver is not None else "no one to ask"
         if answer == "always":
-            self.policy.add("allow", suggestion)
-            return f"{self.approver.name}: always ({suggestion})"
+            # The approver saved the rule to the config; this tool's own overlay keeps it.
+            self.outside_run.allowed.append(request.rule)
+            return f"{who}: always ({request.rule})"
         if answer == "once":
-            return f"{self.approver.name}: once"
+            return f"{who}: once"
         message = (
-            f"the user declined this call ({self.approver.name}). Do not repeat it; "
+            f"the user declined this call ({who}). Do not repeat it; "
             "try another way or ask the user."
         )
-        self._record(arguments, decision, f"{self.approver.name}: deny", "refused", message, began)
+        self._record(arguments, decision, f"{who}: deny", "refused", message, began)
         raise ToolError(message)
 
     def _record(
@@ -186,4 +267,19 @@ def refusal(decision: Decision) -> str:
     return (
         f"denied by rule `{decision.rule.text}`: this call is not allowed. "
         "Do not repeat it; try another way or ask the user."
+    )
+
+
+def _refusal_for(verdict: Verdict) -> str:
+    """What the model reads when a person refused, or nobody answered, or the run stopped."""
+    if verdict.outcome == "expired":
+        return (
+            f"this call was not run: it needed the user's approval and nobody answered "
+            f"({verdict.by}). Do not repeat it now; tell the user what you wanted to do."
+        )
+    if verdict.outcome == "cancelled":
+        return "this call was not run: the user stopped the task."
+    return (
+        f"the user declined this call ({verdict.by}). Do not repeat it; "
+        "try another way or ask the user."
     )

@@ -25,7 +25,7 @@ class SkillWatcher:
         self,
         skillset: SkillSet,
         toolbox: LiveToolbox,
-        approver: Approver,
+        approver: Approver | None,
         on_reload: Callable[[str], None] = lambda _message: None,
     ) -> None:
         self.skillset = skillset

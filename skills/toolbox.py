@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -174,21 +174,32 @@ def build_tools(
     return [(tool, skill.source) for tool, skill in skillset.tools]
 
 
-def guard(skillset: SkillSet, approver: Approver) -> list[Tool]:
+def guard(
+    skillset: SkillSet,
+    approver: Approver | None,
+    save_rule: Callable[[str], object] | None = None,
+) -> list[Tool]:
     """Every tool of ``skillset`` behind the policy, approvals, redaction and audit."""
     c = skillset.context
-    return [GuardedTool(t, c.policy, approver, c.audit, c.redactor) for t, _ in skillset.tools]
+    return [
+        GuardedTool(t, c.policy, approver, c.audit, c.redactor, save_rule)
+        for t, _ in skillset.tools
+    ]
 
 
 def build_toolbox(
     context: SkillContext,
-    approver: Approver,
+    approver: Approver | None,
     enabled: list[str] | None = None,
     *,
     pm: pluggy.PluginManager | None = None,
     check_sandbox: bool = True,
+    save_rule: Callable[[str], object] | None = None,
 ) -> Toolbox:
     """The toolbox an agent runs with: every tool wrapped in :class:`GuardedTool`.
+
+    ``approver`` answers asks only for calls made outside a run (``agent tools call``); in a
+    run, an ask is an event the front end answers. ``save_rule`` keeps "always" answers.
 
     With ``check_sandbox`` (the default) a sandbox that cannot start is a :class:`UserError`
     now, before any model call, rather than a failure on the first command.
@@ -197,4 +208,5 @@ def build_toolbox(
         context.runner.check()
     skillset = SkillSet(context, enabled, pm)
     skillset.load()
-    return Toolbox(guard(skillset, approver), refine=workspace_enums(context.workspace))
+    tools = guard(skillset, approver, save_rule)
+    return Toolbox(tools, refine=workspace_enums(context.workspace))

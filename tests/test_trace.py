@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agent.loop import AgentLoop
 from agent.messages import AssistantMessage, ToolCall
+from agent.run_context import RunContext
 from agent.session import Session
 from agent.tools import Toolbox, function_tool
 from agent.trace import TraceWriter, grade_trace, read_trace, traced
@@ -47,7 +48,7 @@ def _run(tmp_path: Path, turns: list[AssistantMessage], task: str = "what is 2+3
             extra={"task": task},
         )
 
-    list(traced(loop.run(session, task, run_id="a1b2c3d4"), writer, start))
+    list(traced(loop.run(session, task, RunContext(run_id="a1b2c3d4")), writer, start))
     return writer.path
 
 

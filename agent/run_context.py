@@ -1,0 +1,63 @@
+"""What one run carries from the front end down to its tools: id, cancel token, executor, asks.
+
+A front end (the terminal, a chat connector) makes a :class:`RunContext` per run and passes it to
+``AgentLoop.run()``; the loop hands it on to every tool that accepts it. Nothing in it is shared
+between runs, so one chat's slow tool or open question never holds up another chat.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from agent.approvals import ApprovalBroker
+
+DEFAULT_ASK_TIMEOUT_S = 600.0
+
+
+def new_run_id() -> str:
+    """A short random id for one run."""
+    return secrets.token_hex(6)
+
+
+@dataclass
+class RunContext:
+    """Per-run state: its id, its cancel token, its own tool threads, its open approvals.
+
+    ``allowed`` is the run's policy overlay: allow rules the person said "always" to during this
+    run. They apply to this run only (and are saved to the config file for later runs); the
+    policy object other runs share is never changed.
+    """
+
+    run_id: str = field(default_factory=new_run_id)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    ask_timeout_s: float = DEFAULT_ASK_TIMEOUT_S
+    tool_workers: int = 2
+    approvals: ApprovalBroker = field(default_factory=ApprovalBroker)
+    allowed: list[str] = field(default_factory=list)
+    _executor: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        """This run's tool threads, started on first use."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=self.tool_workers, thread_name_prefix=f"tool-{self.run_id}"
+                )
+            return self._executor
+
+    def stop(self) -> None:
+        """Cancel the run: running tools see the token, open approvals are answered "deny"."""
+        self.cancel.set()
+        self.approvals.cancel_all()
+
+    def close(self) -> None:
+        """Release the tool threads; calls not yet started are cancelled, never run later."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)

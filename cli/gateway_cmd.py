@@ -1,0 +1,184 @@
+"""`agent gateway`: the enabled chat connectors and the agent, in one foreground process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agent.errors import UserError
+from agent.plugins import collect, plugin_manager
+from cli.config import Settings, load_settings
+from cli.wiring import build_backend, build_loop, build_toolbox, run_traced
+from connectors.access import AccessList
+from connectors.base import Connector
+from connectors.gateway import Gateway, GatewayOptions
+from connectors.logs import log, setup_logging
+from connectors.settings import DiscordSettings, TelegramSettings
+from connectors.state import GatewayState
+from sandbox.secrets import find_secrets
+
+SHUTDOWN_LIMIT_S = 12.0
+
+CheckOpt = Annotated[
+    bool, typer.Option("--check", help="Validate the config and the bots' tokens, then exit.")
+]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option("--backend", "-b", help="Backend: llamacpp, engine, openai, fake, or a plugin's."),
+]
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model for the backend.")]
+ScriptOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--script", help="JSON file of scripted assistant turns (implies --backend fake)."
+    ),
+]
+WorkspaceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace", "-w", help="Folder the tools work in (default: the current folder)."
+    ),
+]
+
+
+def gateway_dir(settings: Settings) -> Path:
+    """Where the gateway keeps its state and the pairings."""
+    return settings.data_dir / "gateway"
+
+
+def access_list(settings: Settings) -> AccessList:
+    """Owners and allowed ids from the config, pairings from the data folder."""
+    tables: dict[str, TelegramSettings | DiscordSettings] = {
+        "telegram": settings.connectors.telegram,
+        "discord": settings.connectors.discord,
+    }
+    return AccessList(
+        gateway_dir(settings) / "pairing.json",
+        {name: t.owner_ids for name, t in tables.items()},
+        {name: t.allow_ids for name, t in tables.items()},
+    )
+
+
+def build_connectors(settings: Settings, state: GatewayState) -> list[Connector]:
+    """The enabled connectors, each built by its registered factory."""
+    factories = collect(plugin_manager(), "register_connectors")
+    if not factories:
+        from connectors import builtin  # from a source tree, without the entry points
+
+        pm = plugin_manager(load_entry_points=False)
+        pm.register(builtin)
+        factories = collect(pm, "register_connectors")
+    connectors: list[Connector] = []
+    for name in ("telegram", "discord"):
+        table = getattr(settings.connectors, name)
+        if not table.enabled:
+            continue
+        if not table.token:
+            raise UserError(
+                f"[connectors.{name}] is enabled but has no token: set token there "
+                f"or CLAWLOOP_{name.upper()}_TOKEN"
+            )
+        if not table.owner_ids:
+            log(
+                logging.WARNING,
+                "no_owner",
+                connector=name,
+                hint=f"set [connectors.{name}] owner_ids",
+            )
+        connectors.append(factories[name](table, table.token, state))
+    if not connectors:
+        raise UserError(
+            "no connector is enabled: set enabled = true and a token under "
+            "[connectors.telegram] or [connectors.discord] (see docs/connectors.md)"
+        )
+    return connectors
+
+
+def gateway(
+    check: CheckOpt = False,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    script: ScriptOpt = None,
+    workspace: WorkspaceOpt = None,
+) -> None:
+    """Run the chat bots (Telegram, Discord) in the foreground until SIGINT or SIGTERM."""
+    settings = load_settings(
+        {
+            "backend": "fake" if script else backend,
+            "model": model,
+            "workspace": workspace,
+        }
+    )
+    setup_logging(find_secrets(settings.model_dump(), os.environ))
+    state = GatewayState(gateway_dir(settings) / "state.json")
+    connectors = build_connectors(settings, state)
+    if check:
+        asyncio.run(_check(connectors))
+        typer.echo("config and tokens are valid")
+        return
+    bot_backend = build_backend(settings, {"script": str(script)} if script else None)
+    loop = build_loop(settings, bot_backend, build_toolbox(settings, None))
+    options = GatewayOptions(
+        ask_timeout_s=settings.approval_timeout,
+        rate_per_minute=settings.gateway.rate_per_minute,
+        rate_burst=settings.gateway.rate_burst,
+        max_turns_at_once=settings.gateway.max_turns_at_once,
+    )
+    gw = Gateway(
+        connectors,
+        loop,
+        settings.sessions_dir,
+        access_list(settings),
+        state,
+        options,
+        model_name=settings.model or settings.backend,
+        run=lambda session, text, ctx: run_traced(
+            settings, loop, session, text, {"front_end": "gateway"}, context=ctx
+        ),
+    )
+    asyncio.run(_serve(gw))
+    _exit_now_if_tools_linger()
+
+
+async def _check(connectors: list[Connector]) -> None:
+    for connector in connectors:
+        name = await connector.check()
+        typer.echo(f"{connector.name}: ok ({name})")
+        await connector.stop()
+
+
+async def _serve(gw: Gateway) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await gw.start()
+    log(logging.INFO, "gateway_ready", connectors=list(gw.connectors))
+    await stop.wait()
+    log(logging.INFO, "shutting_down")
+    try:
+        await asyncio.wait_for(gw.stop(), timeout=SHUTDOWN_LIMIT_S)
+    except TimeoutError:
+        log(logging.WARNING, "shutdown_timed_out")
+
+
+def _exit_now_if_tools_linger() -> None:
+    """A tool still running in a worker thread must not hold the process past its shutdown.
+
+    Its turn is still recorded as in flight, so it is answered after the restart.
+    """
+    busy = [t for t in threading.enumerate() if t.name.startswith(("turn", "tool-"))]
+    if busy:
+        log(logging.WARNING, "exit_with_tools_running", threads=len(busy))
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
