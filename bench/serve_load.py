@@ -12,7 +12,8 @@ to each row, because on a shared machine the figures move with it.
 
 Peers, in the same run:
 
-- ``agent serve``: this engine (float32 weights dequantized from the GGUF on CPU).
+- ``agent serve``: this engine, ``engine`` with float32 weights dequantized from the GGUF (the
+  default on CPU, token-exact), ``engine-bf16`` with bfloat16 weights and KV cache.
 - ``python -m llama_cpp.server``: llama-cpp-python's server; it runs one request at a time.
   Its extras are separate (``pip install 'llama-cpp-python[server]'``); ``--lcpp-python``
   points at a Python that has them.
@@ -181,12 +182,13 @@ def server_for(system: str, users: int, model: Path, args: argparse.Namespace) -
     port = free_port()
     env = dict(os.environ)
     threads = str(args.threads)
-    if system == "engine":
+    if system in ("engine", "engine-bf16"):
         config = Path(tempfile.mkdtemp()) / "config.toml"
+        dtype = "bfloat16" if system == "engine-bf16" else "float32"
         config.write_text(
             "[backends.engine]\n"
             f"kv_cache_bytes = {args.kv_cache_mib << 20}\nmax_num_seqs = {max(users, 1)}\n"
-            "device = 'cpu'\n"
+            f"device = 'cpu'\ndtype = '{dtype}'\n"
         )
         env["CLAWLOOP_CONFIG"] = str(config)
         command = [sys.executable, "-m", "cli.main", "serve", "--port", str(port)]
