@@ -206,6 +206,9 @@ def server_for(system: str, users: int, model: Path, args: argparse.Namespace) -
             str(args.context),
             "--n_threads",
             threads,
+            # By default a new request interrupts the one streaming: queue them instead.
+            "--interrupt_requests",
+            "False",
         ]
     elif system == "llama-server":
         from llama_server_build import build
