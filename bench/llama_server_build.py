@@ -11,7 +11,9 @@ runs and caches (``~/.cache/clawloop/llama-server-<version>/llama-server``):
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON
     cmake --build <build> --target llama-server -j <cores>
 
-About 10 minutes on 2 cores. Run ``python bench/llama_server_build.py`` to build ahead.
+About 30 minutes on this 2-core machine while it was shared (load average 6 to 8); expect
+about a third of that on 2 idle cores. Run ``python bench/llama_server_build.py`` to build
+ahead.
 """
 
 from __future__ import annotations

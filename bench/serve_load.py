@@ -21,7 +21,7 @@ Peers, in the same run:
   built from the llama.cpp sources vendored in the llama-cpp-python sdist, so it runs the same
   kernels as the binding. ``bench/llama_server_build.py`` holds the exact build steps (pip
   download of the sdist, cmake with Ninja, static, ``-DGGML_NATIVE=ON``) and caches the binary
-  in ``~/.cache/clawloop/llama-server-<version>/``; about 10 minutes on 2 cores.
+  in ``~/.cache/clawloop/llama-server-<version>/`` (it took 29 minutes here on 2 shared cores).
 
 Soak (``--soak 1000``, this engine only): that many requests from 16 concurrent clients, with
 random aborts (the client closes its stream after a few chunks) and bad inputs mixed in.
