@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import Served
+from serve_support import Served
 
 
 def test_agent_run_through_the_openai_backend(server: Served, tmp_path: Path) -> None:

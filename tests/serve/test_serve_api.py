@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import Served, metric
+from serve_support import Served, metric
 
 openai = pytest.importorskip("openai")
 

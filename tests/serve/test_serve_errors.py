@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import Served, start_server, stop_server
+from serve_support import Served, start_server, stop_server
 
 openai = pytest.importorskip("openai")
 
