@@ -48,17 +48,25 @@ def make_llamacpp(
 
 
 def make_openai(
-    base_url: str = "http://127.0.0.1:8000/v1",
+    base_url: str | None = None,
     api_key: str | None = None,
     model: str | None = None,
     timeout: Any = 600.0,
+    max_retries: Any = 3,
     **_: Any,
 ) -> Backend:
-    """Any OpenAI-compatible server (vLLM, SGLang, llama-server, Ollama)."""
+    """Any OpenAI-compatible server (vLLM, SGLang, llama-server, Ollama, agent serve)."""
     from backends.openai_compat import make_openai_backend
 
     seconds = _float("timeout", timeout)
-    return make_openai_backend(base_url, api_key, model, 600.0 if seconds is None else seconds)
+    retries = _int("max_retries", max_retries)
+    return make_openai_backend(
+        base_url or None,
+        api_key,
+        model,
+        600.0 if seconds is None else seconds,
+        3 if retries is None else retries,
+    )
 
 
 def make_engine(**options: Any) -> Backend:

@@ -2,26 +2,41 @@
 
 The server applies the chat template and parses tool calls, so this is a plain
 :class:`agent.backend.Backend`: it POSTs the request to ``{base_url}/chat/completions`` with
-``stream: true`` and turns the server-sent events back into text deltas and one completion
-(tool-call deltas accumulated by index). It uses only the standard library (urllib).
-The API key is sent as a bearer token and never appears in messages or reprs.
+``stream: true`` (over httpx) and turns the server-sent events back into text deltas and one
+completion. Servers differ in small ways, all accepted: tool-call deltas are merged by
+``index`` (or by ``id`` where a server leaves ``index`` out), missing or null arguments are
+empty, a name may be repeated on every delta, usage may come in a chunk with empty ``choices``
+or next to the finish reason, and an ``error`` event ends the stream with a clear message.
+
+Connecting is retried with exponential backoff on connection errors, 429 and 5xx (honouring
+``Retry-After``); once the reply has started streaming nothing is retried, so no answer is
+ever shown twice. The endpoint, key and model come from config or the environment
+(``CLAWLOOP_BASE_URL``/``OPENAI_BASE_URL``, ``CLAWLOOP_API_KEY``/``OPENAI_API_KEY``); with no
+model configured, the first one the server lists at ``/models`` is used. The key is sent as a
+bearer token and never appears in messages or reprs.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
+import random
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import httpx
 
 from agent.backend import BackendEvent, Completion, TextDelta
 from agent.errors import BackendError
 from agent.messages import AssistantMessage, ChatRequest, ToolCall, Usage, new_call_id
 
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 API_KEY_ENV = ("CLAWLOOP_API_KEY", "OPENAI_API_KEY")
+BASE_URL_ENV = ("CLAWLOOP_BASE_URL", "OPENAI_BASE_URL")
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+MAX_RETRY_AFTER = 30.0  # seconds: a longer Retry-After is not worth blocking the agent for
 
 
 @dataclass(slots=True)
@@ -55,17 +70,26 @@ class OpenAICompatBackend:
 
     def __init__(
         self,
-        base_url: str = "http://127.0.0.1:8000/v1",
+        base_url: str | None = None,
         api_key: str | None = None,
         model: str | None = None,
         timeout: float = 600.0,
+        max_retries: int = 3,
+        retry_backoff: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        url = base_url or next((os.environ[k] for k in BASE_URL_ENV if os.environ.get(k)), None)
+        self.base_url = (url or DEFAULT_BASE_URL).rstrip("/")
         self.model = model
         self.timeout = timeout
+        self.max_retries = max(0, max_retries)
+        self.retry_backoff = retry_backoff
+        self._sleep = sleep
         self._api_key = api_key or next(
             (os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None
         )
+        # Connecting should fail fast; a slow model may take long for its first token.
+        self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)))
 
     def __repr__(self) -> str:
         return f"OpenAICompatBackend(base_url={self.base_url!r}, model={self.model!r})"
@@ -78,29 +102,22 @@ class OpenAICompatBackend:
         body = request.to_wire()
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-        if request.model is None and self.model is not None:
-            body["model"] = self.model
-        response = self._post(body)
+        if request.model is None:
+            model = self.model or self._served_model()
+            if model is not None:
+                body["model"] = model
         reply = _Reply()
+        response = self._open(body)
         kind = response.headers.get("Content-Type") or ""
         try:
             if "json" in kind and "event-stream" not in kind:
                 yield from self._whole(response.read(), reply)  # the server ignored "stream"
             else:
-                events = 0
-                for data in _sse_data(response):
-                    if data.strip() == "[DONE]":
-                        break
-                    events += 1
-                    yield from self._chunk(_json(data, self.url), reply)
-                if events == 0:
-                    raise BackendError(
-                        f"{self.url} answered without any chat completion events "
-                        f"(content type {kind or 'unknown'}): is it an OpenAI-compatible endpoint?"
-                    )
-        except OSError as exc:  # TimeoutError included
+                yield from self._events(response, reply, kind)
+        except httpx.HTTPError as exc:  # timeouts included
             raise BackendError(
-                f"the connection to {self.url} broke while streaming ({exc}): is the server up?"
+                f"the connection to {self.url} broke while streaming ({_describe(exc)}): "
+                "is the server up?"
             ) from None
         finally:
             response.close()
@@ -108,23 +125,77 @@ class OpenAICompatBackend:
         reason = "tool_calls" if message.tool_calls else reply.finish_reason
         yield Completion(message=message, finish_reason=reason, usage=reply.usage)
 
-    def _post(self, body: dict[str, Any]) -> Any:
+    # --- connecting, with retries ----------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        data = json.dumps(body).encode("utf-8")
-        req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+        return headers
+
+    def _open(self, body: dict[str, Any]) -> httpx.Response:
+        """The streaming response, its status checked; retried only before anything streamed."""
+        attempt = 0
+        while True:
+            try:
+                req = self._client.build_request(
+                    "POST", self.url, json=body, headers=self._headers()
+                )
+                response = self._client.send(req, stream=True)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
+                if attempt < self.max_retries:
+                    self._sleep(self._backoff(attempt))
+                    attempt += 1
+                    continue
+                raise BackendError(
+                    f"cannot reach {self.url} ({_describe(exc)}): is the server running, and is "
+                    "base_url right (it usually ends in /v1)?"
+                ) from None
+            except httpx.HTTPError as exc:
+                raise BackendError(f"cannot reach {self.url} ({_describe(exc)})") from None
+            if response.status_code < 400:
+                return response
+            if response.status_code in RETRY_STATUSES and attempt < self.max_retries:
+                delay = _retry_after(response) or self._backoff(attempt)
+                response.close()
+                self._sleep(delay)
+                attempt += 1
+                continue
+            try:
+                detail = response.read()
+            finally:
+                response.close()
+            raise BackendError(_http_problem(self.url, response.status_code, detail))
+
+    def _backoff(self, attempt: int) -> float:
+        """Exponential, with jitter so that many agents do not retry in lockstep."""
+        return self.retry_backoff * (2**attempt) * (0.5 + random.random() / 2)
+
+    def _served_model(self) -> str | None:
+        """The first model the server lists (remembered), or None if it lists none."""
         try:
-            return urllib.request.urlopen(req, timeout=self.timeout)
-        except urllib.error.HTTPError as exc:
-            raise BackendError(_http_problem(self.url, exc)) from None
-        except urllib.error.URLError as exc:
+            response = self._client.get(f"{self.base_url}/models", headers=self._headers())
+            data = response.json().get("data") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None  # the chat request will say what is wrong
+        if isinstance(data, list) and data and isinstance(data[0], dict) and data[0].get("id"):
+            self.model = str(data[0]["id"])
+        return self.model
+
+    # --- reading the reply -----------------------------------------------------------------------
+
+    def _events(self, response: httpx.Response, reply: _Reply, kind: str) -> Iterator[TextDelta]:
+        events = 0
+        for data in _sse_data(response.iter_lines()):
+            if data.strip() == "[DONE]":
+                break
+            events += 1
+            yield from self._chunk(_json(data, self.url), reply)
+        if events == 0:
             raise BackendError(
-                f"cannot reach {self.url} ({exc.reason}): is the server running, and is "
-                "base_url right (it usually ends in /v1)?"
-            ) from None
-        except OSError as exc:  # TimeoutError included
-            raise BackendError(f"cannot reach {self.url} ({exc}): is the server running?") from None
+                f"{self.url} answered without any chat completion events "
+                f"(content type {kind or 'unknown'}): is it an OpenAI-compatible endpoint?"
+            )
 
     def _chunk(self, chunk: dict[str, Any], reply: _Reply) -> Iterator[TextDelta]:
         if "error" in chunk:
@@ -139,7 +210,8 @@ class OpenAICompatBackend:
                 reply.content.append(text)
                 yield TextDelta(text)
             for part in delta.get("tool_calls") or []:
-                _add_call_part(part, reply)
+                if isinstance(part, dict):
+                    _add_call_part(part, reply)
             if choice.get("finish_reason"):
                 reply.finish_reason = str(choice["finish_reason"])
 
@@ -159,31 +231,42 @@ class OpenAICompatBackend:
             yield TextDelta(text)
 
 
-def _sse_data(response: Any) -> Iterator[str]:
+def _sse_data(lines: Iterator[str]) -> Iterator[str]:
     """The ``data`` of each server-sent event (multi-line data joined with newlines)."""
-    lines: list[str] = []
-    for raw in response:
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+    buffered: list[str] = []
+    for raw in lines:
+        line = raw.rstrip("\r\n")
         if not line:
-            if lines:
-                yield "\n".join(lines)
-                lines = []
+            if buffered:
+                yield "\n".join(buffered)
+                buffered = []
         elif line.startswith("data:"):
             value = line[5:]
-            lines.append(value[1:] if value.startswith(" ") else value)
+            buffered.append(value[1:] if value.startswith(" ") else value)
         # "event:", "id:", "retry:" and ":" comment lines carry nothing we need
-    if lines:
-        yield "\n".join(lines)
+    if buffered:
+        yield "\n".join(buffered)
 
 
 def _add_call_part(part: dict[str, Any], reply: _Reply) -> None:
-    index = part.get("index", len(reply.calls))
-    call = reply.calls.setdefault(index if isinstance(index, int) else 0, _CallParts())
+    index = part.get("index")
+    if not isinstance(index, int):
+        # No index (some servers): a new id starts a call, anything else continues the last.
+        ids = {c.id: i for i, c in reply.calls.items()}
+        call_id = part.get("id")
+        if call_id and call_id in ids:
+            index = ids[call_id]
+        elif call_id or not reply.calls:
+            index = len(reply.calls)
+        else:
+            index = max(reply.calls)
+    call = reply.calls.setdefault(index, _CallParts())
     if part.get("id"):
         call.id = str(part["id"])
     function = part.get("function") or {}
-    if function.get("name"):
-        call.name += str(function["name"])
+    name = function.get("name")
+    if isinstance(name, str) and name and name != call.name:
+        call.name += name  # a name sent in pieces; one repeated on every delta is kept once
     args = function.get("arguments")
     if isinstance(args, str):
         call.arguments.append(args)
@@ -221,12 +304,24 @@ def _error_text(error: Any) -> str:
     return str(error)
 
 
-def _http_problem(url: str, exc: urllib.error.HTTPError) -> str:
-    detail = str(exc.reason)
+def _describe(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
     try:
-        error = json.loads(exc.read().decode("utf-8", "replace")).get("error")
+        return min(MAX_RETRY_AFTER, max(0.0, float(value))) if value else None
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+def _http_problem(url: str, status: int, raw: bytes) -> str:
+    detail = httpx.codes.get_reason_phrase(status) or str(status)
+    try:
+        error = json.loads(raw.decode("utf-8", "replace")).get("error")
         detail = _error_text(error) if error else detail
-    except (json.JSONDecodeError, AttributeError, OSError):
+    except (json.JSONDecodeError, AttributeError):
         pass  # not a JSON error body: the status line says enough
     hint = {
         401: "check the API key (the api_key option, or CLAWLOOP_API_KEY / OPENAI_API_KEY)",
@@ -235,16 +330,17 @@ def _http_problem(url: str, exc: urllib.error.HTTPError) -> str:
         400: "the server rejected the request: check the model name and its tool support",
         422: "the server rejected the request: check the model name and its tool support",
         429: "the server is rate limiting: wait and retry",
-    }.get(exc.code, "check the server's log")
-    return f"{url} answered HTTP {exc.code} ({detail}): {hint}"
+    }.get(status, "check the server's log")
+    return f"{url} answered HTTP {status} ({detail}): {hint}"
 
 
 def make_openai_backend(
-    base_url: str = "http://127.0.0.1:8000/v1",
+    base_url: str | None = None,
     api_key: str | None = None,
     model: str | None = None,
     timeout: float = 600.0,
+    max_retries: int = 3,
     **_: Any,
 ) -> OpenAICompatBackend:
     """An OpenAI-compatible backend (keyword options; unknown ones are ignored)."""
-    return OpenAICompatBackend(base_url, api_key, model, float(timeout))
+    return OpenAICompatBackend(base_url, api_key, model, float(timeout), int(max_retries))

@@ -99,7 +99,7 @@ class Settings(BaseModel):
     @property
     def prompt_name(self) -> str:
         """The prompt in effect: the configured one, else the profile's."""
-        return self.prompt or ("small" if self.small_model else "default")
+        return self.prompt or ("small-shots" if self.small_model else "default")
 
     @property
     def skill_names(self) -> list[str] | None:

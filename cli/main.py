@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agent.errors import UserError
-from cli import run_cmd
+from cli import run_cmd, serve_cmd
 from cli.config import config_path
 from cli.models_cmd import models
 from cli.sessions_cmd import sessions_app
@@ -32,6 +32,7 @@ app = typer.Typer(
 app.command()(run_cmd.run)
 app.command()(run_cmd.chat)
 app.command()(models)
+app.command()(serve_cmd.serve)
 app.add_typer(sessions_app, name="sessions")
 
 config_app = typer.Typer(help="Where the config file is and what it holds.", no_args_is_help=True)

@@ -81,6 +81,10 @@ TempOpt = Annotated[
     typer.Option("--temperature", min=0.0, help="Sampling temperature (0 = greedy, the default)."),
 ]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Sampling seed.")]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option("--base-url", help="Server URL for the openai backend, e.g. http://host:8000/v1."),
+]
 
 
 def _settings(**flags: Any) -> Settings:
@@ -94,6 +98,7 @@ def _settings(**flags: Any) -> Settings:
         "sandbox.backend": flags.get("sandbox"),
         "decoding.temperature": flags.get("temperature"),
         "decoding.seed": flags.get("seed"),
+        "backends.openai.base_url": flags.get("base_url"),
     }
     return load_settings(overrides)
 
@@ -160,6 +165,7 @@ def run(
     sandbox: SandboxOpt = None,
     temperature: TempOpt = None,
     seed: SeedOpt = None,
+    base_url: BaseUrlOpt = None,
 ) -> None:
     """Run one task to a final answer. Exit code 0 on a final answer, 1 otherwise."""
     settings = _settings(**locals())
@@ -183,6 +189,7 @@ def chat(
     sandbox: SandboxOpt = None,
     temperature: TempOpt = None,
     seed: SeedOpt = None,
+    base_url: BaseUrlOpt = None,
 ) -> None:
     """Talk with the agent; the conversation is kept as a session. Type /exit or Ctrl-D to leave."""
     settings = _settings(**locals())

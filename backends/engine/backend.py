@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,13 +20,15 @@ from backends.tool_format import HERMES, ToolCallFormat
 
 if TYPE_CHECKING:
     from backends.base import DecodeResult, LocalBackend
+    from backends.chat_template import ChatTemplate
+    from backends.engine.config import EngineSettings
 
 ENGINE_INSTALL_HINT = "pip install 'clawloop[engine]'"
 # Agents want reproducible tool calls: greedy unless the request asks for a temperature.
 DEFAULT_TEMPERATURE = 0.0
 DEFAULT_MAX_TOKENS = 1024
 
-_engines: dict[tuple[str, str, str], tuple[LLMEngine, Any]] = {}  # (model, device, dtype)
+_engines: dict[tuple[str, str, str], LoadedEngine] = {}  # (model, device, dtype)
 _engines_lock = threading.Lock()
 
 
@@ -84,22 +87,32 @@ class EngineDecoder:
             stream.close()  # a consumer that stops early aborts the request
 
 
-def make_engine_backend(
-    model: str | None = None,
-    device: str | None = None,
-    kv_cache_bytes: int | None = None,
-    block_size: int = 16,
-    dtype: str | None = None,
-    **_: object,
-) -> LocalBackend:
-    """A backend on the bundled engine; one engine per (model, device) per process, shared by all.
+@dataclass(slots=True)
+class LoadedEngine:
+    """One loaded model and what serving it needs: the engine, grammar factory and template."""
 
-    The first call for a model loads it and sizes its KV cache; later calls reuse that engine.
+    path: Path
+    engine: LLMEngine
+    constraints: Any  # a ConstraintFactory
+    template: ChatTemplate
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.runner.tokenizer
+
+
+def load_engine(model: str | None = None, **options: object) -> LoadedEngine:
+    """The shared engine for ``model`` (default: the bundled GGUF) with ``options`` as settings.
+
+    One engine per (model, device, dtype) per process: the first call loads the model and sizes
+    its KV cache; later calls reuse it. ``options`` are :class:`EngineSettings` keys (others are
+    ignored).
     """
-    from backends.base import LocalBackend
     from backends.chat_template import ChatTemplate
     from backends.default_model import default_model_path
+    from backends.engine.config import EngineSettings
 
+    settings = EngineSettings.from_options(dict(options))
     try:
         import torch
     except ImportError:
@@ -107,19 +120,35 @@ def make_engine_backend(
     path = Path(model).expanduser() if model else default_model_path()
     if not path.exists():
         raise UserError(f"model {path} does not exist: pass a .gguf file or a Hugging Face folder")
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    weights = _dtype(torch, dtype)
-    key = (str(path.resolve()), device, str(weights))
+    weights = _dtype(torch, settings.dtype)
+    settings.device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    # The first call's settings size the engine; later calls for the model share it as it is.
+    key = (str(path.resolve()), settings.device, str(weights))
     with _engines_lock:
         if key not in _engines:
-            _engines[key] = _load_engine(path, device, kv_cache_bytes, block_size, weights)
-        engine, constraints = _engines[key]
-    tokenizer = engine.runner.tokenizer
-    template = ChatTemplate(
-        source=tokenizer.chat_template, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token
+            engine, constraints = _load_engine(path, settings, weights)
+            tokenizer = engine.runner.tokenizer
+            template = ChatTemplate(
+                source=tokenizer.chat_template,
+                bos_token=tokenizer.bos_token,
+                eos_token=tokenizer.eos_token,
+            )
+            _engines[key] = LoadedEngine(path, engine, constraints, template)
+        return _engines[key]
+
+
+def make_engine_backend(model: str | None = None, **options: object) -> LocalBackend:
+    """A backend on the bundled engine; one engine per model and settings per process."""
+    from backends.base import LocalBackend
+
+    loaded = load_engine(model, **options)
+    return LocalBackend(
+        f"engine:{loaded.path.name}",
+        loaded.template,
+        EngineDecoder(
+            loaded.engine, loaded.tokenizer, loaded.constraints, loaded.template.tool_format
+        ),
     )
-    decoder = EngineDecoder(engine, tokenizer, constraints, template.tool_format)
-    return LocalBackend(f"engine:{path.name}", template, decoder)
 
 
 def _dtype(torch: Any, name: str | None) -> Any:
@@ -131,14 +160,16 @@ def _dtype(torch: Any, name: str | None) -> Any:
     return getattr(torch, name)
 
 
-def _load_engine(
-    path: Path, device: str, kv_cache_bytes: int | None, block_size: int, dtype: Any = None
-) -> tuple[LLMEngine, Any]:
+def _load_engine(path: Path, settings: EngineSettings, dtype: Any = None) -> tuple[LLMEngine, Any]:
     from backends.engine.constraint import ConstraintFactory
     from backends.engine.model_runner import ModelRunner
 
     runner = ModelRunner(
-        path, device=device, dtype=dtype, kv_cache_bytes=kv_cache_bytes, block_size=block_size
+        path,
+        device=settings.device or "cpu",
+        dtype=dtype,
+        kv_cache_bytes=settings.kv_cache_bytes,
+        block_size=settings.block_size,
     )
     constraints = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
-    return LLMEngine(runner), constraints
+    return LLMEngine(runner, **settings.engine_kwargs()), constraints

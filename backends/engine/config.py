@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.errors import UserError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.errors import ConfigError, UserError
 
 # Architectures the engine runs: all are Llama-style decoders (RMSNorm, RoPE, GQA, SwiGLU).
 SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
@@ -150,3 +152,44 @@ def config_from_gguf(reader: Any) -> ModelConfig:
         attention_bias="blk.0.attn_q.bias" in names,
         rope_scaling=scaling,
     )
+
+
+class EngineSettings(BaseModel):
+    """The engine's knobs, as the ``[backends.engine]`` config table (and ``agent serve``) set them.
+
+    Unset values keep the engine's defaults: float32 on CPU and bfloat16 on CUDA, a KV cache sized
+    from free memory, 16-token blocks, prefix caching on.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    device: str | None = None
+    dtype: str | None = None  # float32, bfloat16 or float16 (checked where torch is loaded)
+    kv_cache_bytes: int | None = Field(default=None, gt=0)
+    block_size: int = Field(default=16, ge=1, le=1024)
+    max_num_seqs: int = Field(default=64, ge=1)
+    max_num_batched_tokens: int = Field(default=2048, ge=1)
+    enable_prefix_caching: bool = True
+    # Cap on one sequence's prefill chunk per step, so a long prompt cannot stall decodes (0: off).
+    long_prefill_token_threshold: int = Field(default=0, ge=0)
+    max_model_len: int | None = Field(default=None, ge=2)
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> EngineSettings:
+        """Validate backend options; a bad value is a :class:`ConfigError` naming the key."""
+        try:
+            return cls.model_validate({k: v for k, v in options.items() if v is not None})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(str(p) for p in err["loc"])
+            raise ConfigError(f"invalid engine setting {key!r}: {err['msg']}") from None
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of ``LLMEngine`` these settings give."""
+        return {
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "long_prefill_token_threshold": self.long_prefill_token_threshold,
+            "max_model_len": self.max_model_len,
+        }

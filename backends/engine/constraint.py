@@ -20,6 +20,7 @@ trigger notion at all.
 from __future__ import annotations
 
 import json
+import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -93,6 +94,9 @@ class ConstraintFactory:
         )
         self._compiler = xgr.GrammarCompiler(self.tokenizer_info, cache_enabled=False)
         self._cache: OrderedDict[str, xgrammar.CompiledGrammar] = OrderedDict()
+        # Requests from many threads share the cache. Compiling happens outside the lock (two
+        # threads may compile the same tool set once each; both results are equal).
+        self._cache_lock = threading.Lock()
 
     def for_tools(
         self,
@@ -110,14 +114,16 @@ class ConstraintFactory:
             return None
         specs = [_tool_dict(t) for t in tools]
         key = json.dumps([specs, required, fmt.name], sort_keys=True)
-        compiled = self._cache.get(key)
+        with self._cache_lock:
+            compiled = self._cache.get(key)
+            if compiled is not None:
+                self._cache.move_to_end(key)
         if compiled is None:
             compiled = self._compile(specs, required, fmt)
-            self._cache[key] = compiled
-            if len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(key)
+            with self._cache_lock:
+                self._cache[key] = compiled
+                if len(self._cache) > _CACHE_SIZE:
+                    self._cache.popitem(last=False)
         return TokenConstraint(compiled, self.stop_token_ids)
 
     def _compile(

