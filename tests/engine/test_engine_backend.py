@@ -45,7 +45,9 @@ class RecordingFactory:
     def __init__(self) -> None:
         self.calls: list[tuple[int, bool]] = []
 
-    def for_tools(self, tools: list[ToolSpec], required: bool = False) -> object:
+    def for_tools(
+        self, tools: list[ToolSpec], required: bool = False, fmt: object = None
+    ) -> object:
         self.calls.append((len(tools), required))
         return FiveTokens()
 

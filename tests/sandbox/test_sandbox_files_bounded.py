@@ -42,7 +42,7 @@ def _toolbox(ws: Path, timeout: float = 5) -> Toolbox:
 def _call(tb: Toolbox, name: str, **args: object) -> str:
     tool = tb.get(name)
     assert tool is not None
-    return tool.call(args)
+    return tool.call(args).render()
 
 
 def _timed(fn, *args, **kwargs) -> tuple[float, object]:  # type: ignore[no-untyped-def]

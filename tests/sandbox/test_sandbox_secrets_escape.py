@@ -56,7 +56,7 @@ def _toolbox(ws: Path, environ: dict[str, str], **extra: object) -> Toolbox:
 def _shell(tb: Toolbox, command: str) -> str:
     tool = tb.get("shell")
     assert tool is not None
-    return tool.call({"command": command})
+    return tool.call({"command": command}).render()
 
 
 def _leaks(text: str, secret: str) -> bool:

@@ -12,6 +12,8 @@ from serve_support import Served
 
 
 def test_agent_run_through_the_openai_backend(server: Served, tmp_path: Path) -> None:
+    workspace = tmp_path / "project"  # not the folder holding the config: that is refused
+    workspace.mkdir()
     env = {
         **os.environ,
         "CLAWLOOP_MAX_TOKENS": "24",
@@ -35,7 +37,7 @@ def test_agent_run_through_the_openai_backend(server: Served, tmp_path: Path) ->
             "--mode",
             "read-only",
             "--workspace",
-            str(tmp_path),
+            str(workspace),
         ],
         env=env,
         capture_output=True,
