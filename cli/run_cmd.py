@@ -31,6 +31,10 @@ ModelOpt = Annotated[
         help="Model: a GGUF path (llamacpp, engine) or a served model name (openai).",
     ),
 ]
+AdapterOpt = Annotated[
+    str | None,
+    typer.Option("--adapter", help="A GGUF LoRA adapter for llamacpp or engine (none: off)."),
+]
 ScriptOpt = Annotated[
     Path | None,
     typer.Option(
@@ -85,6 +89,7 @@ def _settings(**flags: Any) -> Settings:
     overrides = {
         "backend": "fake" if flags.get("script") else flags.get("backend"),
         "model": flags.get("model"),
+        "adapter": flags.get("adapter"),
         "max_steps": flags.get("max_steps"),
         "time_budget": flags.get("time_budget"),
         "workspace": flags.get("workspace"),
@@ -136,6 +141,7 @@ def run(
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
     backend: BackendOpt = None,
     model: ModelOpt = None,
+    adapter: AdapterOpt = None,
     script: ScriptOpt = None,
     session: SessionOpt = None,
     max_steps: StepsOpt = None,
@@ -160,6 +166,7 @@ def run(
 def chat(
     backend: BackendOpt = None,
     model: ModelOpt = None,
+    adapter: AdapterOpt = None,
     script: ScriptOpt = None,
     session: SessionOpt = None,
     max_steps: StepsOpt = None,

@@ -25,7 +25,8 @@ ENGINE_INSTALL_HINT = "pip install 'clawloop[engine]'"
 DEFAULT_TEMPERATURE = 0.0
 DEFAULT_MAX_TOKENS = 1024
 
-_engines: dict[tuple[str, str, str], tuple[LLMEngine, Any]] = {}  # (model, device, dtype)
+# (model, device, dtype, adapter)
+_engines: dict[tuple[str, str, str, str], tuple[LLMEngine, Any]] = {}
 _engines_lock = threading.Lock()
 
 
@@ -90,15 +91,18 @@ def make_engine_backend(
     kv_cache_bytes: int | None = None,
     block_size: int = 16,
     dtype: str | None = None,
+    adapter: str | None = None,
     **_: object,
 ) -> LocalBackend:
     """A backend on the bundled engine; one engine per (model, device) per process, shared by all.
 
     The first call for a model loads it and sizes its KV cache; later calls reuse that engine.
+    ``adapter`` is a GGUF LoRA file, merged into the weights at load ("none" or empty: none).
     """
     from backends.base import LocalBackend
     from backends.chat_template import ChatTemplate
     from backends.default_model import default_model_path
+    from backends.lora_gguf import adapter_path
 
     try:
         import torch
@@ -109,10 +113,11 @@ def make_engine_backend(
         raise UserError(f"model {path} does not exist: pass a .gguf file or a Hugging Face folder")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     weights = _dtype(torch, dtype)
-    key = (str(path.resolve()), device, str(weights))
+    lora = adapter_path(adapter)
+    key = (str(path.resolve()), device, str(weights), str(lora or ""))
     with _engines_lock:
         if key not in _engines:
-            _engines[key] = _load_engine(path, device, kv_cache_bytes, block_size, weights)
+            _engines[key] = _load_engine(path, device, kv_cache_bytes, block_size, weights, lora)
         engine, constraints = _engines[key]
     tokenizer = engine.runner.tokenizer
     template = ChatTemplate(
@@ -132,13 +137,23 @@ def _dtype(torch: Any, name: str | None) -> Any:
 
 
 def _load_engine(
-    path: Path, device: str, kv_cache_bytes: int | None, block_size: int, dtype: Any = None
+    path: Path,
+    device: str,
+    kv_cache_bytes: int | None,
+    block_size: int,
+    dtype: Any = None,
+    adapter: Path | None = None,
 ) -> tuple[LLMEngine, Any]:
     from backends.engine.constraint import ConstraintFactory
     from backends.engine.model_runner import ModelRunner
 
     runner = ModelRunner(
-        path, device=device, dtype=dtype, kv_cache_bytes=kv_cache_bytes, block_size=block_size
+        path,
+        device=device,
+        dtype=dtype,
+        kv_cache_bytes=kv_cache_bytes,
+        block_size=block_size,
+        adapter=adapter,
     )
     constraints = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
     return LLMEngine(runner), constraints
