@@ -61,6 +61,7 @@ def _mount_optional_groups() -> None:
     from cli.skills_cmd import skills_app
     from cli.tools_cmd import tools_app
     from cli.traces_cmd import traces_app
+    from cli.train_cmd import train
 
     app.add_typer(tools_app, name="tools")
     app.add_typer(skills_app, name="skills")
@@ -68,6 +69,7 @@ def _mount_optional_groups() -> None:
     app.add_typer(engine_app, name="engine")
     app.command("eval")(evaluate)
     app.add_typer(traces_app, name="traces")
+    app.command("train")(train)
 
 
 _mount_optional_groups()
