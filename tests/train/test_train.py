@@ -15,10 +15,10 @@ import pytest
 pytest.importorskip("peft")
 pytest.importorskip("llama_cpp")
 
-from agent.errors import UserError  # noqa: E402
-from agent.messages import ChatRequest, UserMessage  # noqa: E402
-from backends.lora_gguf import read_adapter  # noqa: E402
-from backends.training.trainer import StepReport, TrainSettings, train  # noqa: E402
+from agent.errors import UserError
+from agent.messages import ChatRequest, UserMessage
+from backends.lora_gguf import read_adapter
+from backends.training.trainer import StepReport, TrainSettings, train
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = ["apple", "river", "stone", "lamp"]
