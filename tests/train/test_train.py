@@ -31,14 +31,14 @@ EXAMPLES = [
     }
     for w in WORDS
 ]
-FAST = TrainSettings(epochs=4, accumulate=1, learning_rate=3e-2, rank=4)
+FAST = TrainSettings(epochs=6, accumulate=1, learning_rate=1e-2, rank=4)
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("run")
     result = train(tiny_gguf, EXAMPLES, out, FAST, {"files": ["inline"]})
-    assert result.epoch_losses[-1] < 0.7 * result.epoch_losses[0]
+    assert result.epoch_losses[-1] < 0.7 * result.epoch_losses[0], result.epoch_losses
     return out
 
 
@@ -103,6 +103,7 @@ def test_the_gguf_adapter_is_the_trained_lora(trained: Path, tiny_gguf: Path) ->
         ids = torch.tensor([tokenizer.encode(prompt)])
         out = model.generate(ids, max_new_tokens=6, do_sample=False)
         theirs = tokenizer.decode(out[0, ids.shape[1] :].tolist())
+        theirs = theirs.split("<|im_end|>")[0]  # llama.cpp stops at the end-of-turn token
         assert theirs.strip() == _greedy(llama, f"say {word}").strip()
 
 
