@@ -49,6 +49,9 @@ def train(
         int, typer.Option("--accumulate", min=1, help="Examples per optimizer step.")
     ] = 4,
     seed: Annotated[int, typer.Option("--seed", help="Seed for the curriculum and order.")] = 0,
+    save_every: Annotated[
+        int, typer.Option("--save-every", min=0, help="Also checkpoint every N examples (0: off).")
+    ] = 0,
 ) -> None:
     """Train a LoRA adapter (OUT/adapter.gguf, with OUT/manifest.json) on the CPU.
 
@@ -85,7 +88,9 @@ def train(
         seed=seed,
     )
     with _progress(console) as report:
-        result = run_training(base, examples, out, settings, described, report, console.print)
+        result = run_training(
+            base, examples, out, settings, described, report, console.print, save_every
+        )
     losses = ", ".join(f"{x:.3f}" for x in result.epoch_losses)
     console.print(f"loss per epoch: {losses}")
     console.print(f"adapter written to {result.adapter} ({result.seconds:.0f} s)")

@@ -95,10 +95,13 @@ def train(
     data: dict[str, Any],
     on_step: Callable[[StepReport], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    save_every: int = 0,
 ) -> TrainResult:
     """Train a LoRA adapter on ``examples`` into ``out``; resume if it holds a checkpoint.
 
-    ``data`` describes where the examples came from, for the manifest.
+    ``data`` describes where the examples came from, for the manifest. ``save_every`` (in
+    examples) also checkpoints inside an epoch, at an optimizer step, so a long epoch that is
+    stopped loses at most that many examples.
     """
     torch, transformers, peft = _import_training()
     note = on_note or (lambda _text: None)
@@ -140,7 +143,7 @@ def train(
     optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate)
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / CHECKPOINT_FILE
-    start_epoch, epoch_losses = 0, []
+    start_epoch, start_step, start_total, epoch_losses = 0, 0, 0.0, []
     if checkpoint.is_file():
         saved = torch.load(checkpoint, weights_only=False)
         if saved["fingerprint"] != fingerprint:
@@ -151,26 +154,15 @@ def train(
         peft.set_peft_model_state_dict(model, saved["lora"])
         optimizer.load_state_dict(saved["optimizer"])
         start_epoch, epoch_losses = saved["epoch"], list(saved["epoch_losses"])
-        note(f"resuming after epoch {start_epoch} of {settings.epochs}")
-    model.train()
-    steps = len(encoded)
-    for epoch in range(start_epoch, settings.epochs):
-        order = list(range(steps))
-        random.Random(settings.seed + epoch).shuffle(order)
-        total = 0.0
-        for step, index in enumerate(order, 1):
-            loss = _loss(torch, model, encoded[index], bf16)
-            (loss / settings.accumulate).backward()
-            if step % settings.accumulate == 0 or step == steps:
-                optimizer.step()
-                optimizer.zero_grad()
-            total += loss.item()
-            if on_step is not None:
-                on_step(StepReport(epoch + 1, step, steps, total / step))
-        epoch_losses.append(total / steps)
+        start_step, start_total = saved.get("step", 0), saved.get("total", 0.0)
+        note(f"resuming after epoch {start_epoch} of {settings.epochs}, step {start_step}")
+
+    def save(epoch_done: int, step: int, total: float) -> None:
         state = {
             "fingerprint": fingerprint,
-            "epoch": epoch + 1,
+            "epoch": epoch_done,
+            "step": step,  # examples done in the epoch after ``epoch``
+            "total": total,
             "epoch_losses": epoch_losses,
             "lora": peft.get_peft_model_state_dict(model),
             "optimizer": optimizer.state_dict(),
@@ -178,6 +170,28 @@ def train(
         partial = checkpoint.with_suffix(".tmp")
         torch.save(state, partial)
         partial.replace(checkpoint)  # a kill mid-write keeps the previous checkpoint
+
+    model.train()
+    steps = len(encoded)
+    for epoch in range(start_epoch, settings.epochs):
+        order = list(range(steps))
+        random.Random(settings.seed + epoch).shuffle(order)
+        skip, total = (start_step, start_total) if epoch == start_epoch else (0, 0.0)
+        for step, index in enumerate(order, 1):
+            if step <= skip:
+                continue  # done before the run was stopped
+            loss = _loss(torch, model, encoded[index], bf16)
+            (loss / settings.accumulate).backward()
+            total += loss.item()
+            if step % settings.accumulate == 0 or step == steps:
+                optimizer.step()
+                optimizer.zero_grad()
+                if save_every and step % save_every < settings.accumulate and step < steps:
+                    save(epoch, step, total)
+            if on_step is not None:
+                on_step(StepReport(epoch + 1, step, steps, total / step))
+        epoch_losses.append(total / steps)
+        save(epoch + 1, 0, 0.0)
     adapter = to_gguf_adapter(peft.get_peft_model_state_dict(model), settings.alpha, model.config)
     adapter_file = out / ADAPTER_FILE
     write_adapter(adapter_file, adapter, {"general.name": "clawloop LoRA"})

@@ -125,6 +125,22 @@ def test_a_stopped_run_resumes_from_its_checkpoint(tiny_gguf: Path, tmp_path: Pa
         train(tiny_gguf, EXAMPLES, tmp_path, other, {})
 
 
+def test_a_run_stopped_inside_an_epoch_resumes_at_its_last_step(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
+    settings = TrainSettings(epochs=1, accumulate=1, learning_rate=1e-2, rank=2)
+
+    def stop_at_third(step: StepReport) -> None:
+        if step.step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_gguf, EXAMPLES, tmp_path, settings, {}, stop_at_third, save_every=2)
+    seen: list[int] = []
+    result = train(tiny_gguf, EXAMPLES, tmp_path, settings, {}, lambda s: seen.append(s.step))
+    assert seen == [3, 4] and result.resumed_from == 0 and len(result.epoch_losses) == 1
+
+
 def _agent(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "cli.main", *args],
