@@ -29,9 +29,11 @@ def make_llamacpp(
     seed: Any = None,
     threads: Any = None,
     tool_first: Any = None,
+    adapter: Any = None,
     **_: Any,
 ) -> Backend:
-    """llama.cpp on a GGUF file (default: the bundled SmolLM2-135M-Instruct).
+    """llama.cpp on a GGUF file (default: the bundled SmolLM2-135M-Instruct), with an optional
+    GGUF LoRA ``adapter``.
 
     ``tool_first`` (start each turn with a tool call) defaults to on for the bundled 135M model,
     which otherwise answers from thin air instead of looking, and off for any other model.
@@ -44,6 +46,7 @@ def make_llamacpp(
         seed=_int("seed", seed),
         threads=_int("threads", threads),
         tool_first=not model if tool_first is None else _bool("tool_first", tool_first),
+        adapter=adapter,
     )
 
 

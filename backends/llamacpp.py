@@ -66,7 +66,7 @@ class _Loaded:
     lock: threading.Lock
 
 
-_MODELS: dict[tuple[str, int, int, bool], _Loaded] = {}
+_MODELS: dict[tuple[str, int, int, bool, str], _Loaded] = {}
 _MODELS_LOCK = threading.Lock()
 _GRAMMARS: dict[tuple[str, str, int], str] = {}
 
@@ -79,14 +79,16 @@ def _import_llama_cpp() -> Any:
     return llama_cpp
 
 
-def load_llama(path: Path, n_ctx: int, threads: int, extra_buffers: bool) -> _Loaded:
-    """The cached ``Llama`` for ``path`` (loaded on first use), with its lock."""
-    key = (str(path), n_ctx, threads, extra_buffers)
+def load_llama(
+    path: Path, n_ctx: int, threads: int, extra_buffers: bool, adapter: Path | None = None
+) -> _Loaded:
+    """The cached ``Llama`` for ``path`` (loaded on first use, with ``adapter``), and its lock."""
+    key = (str(path), n_ctx, threads, extra_buffers, str(adapter or ""))
     with _MODELS_LOCK:
         if key not in _MODELS:
             if not _MODELS:
                 atexit.register(close_models)
-            llm = _new_llama(path, n_ctx, threads, extra_buffers)
+            llm = _new_llama(path, n_ctx, threads, extra_buffers, adapter)
             _MODELS[key] = _Loaded(llm, threading.Lock())
         return _MODELS[key]
 
@@ -103,7 +105,9 @@ def close_models() -> None:
         _MODELS.clear()
 
 
-def _new_llama(path: Path, n_ctx: int, threads: int, extra_buffers: bool) -> Any:
+def _new_llama(
+    path: Path, n_ctx: int, threads: int, extra_buffers: bool, adapter: Path | None = None
+) -> Any:
     llama_cpp = _import_llama_cpp()
     low = llama_cpp.llama_cpp
     defaults = low.llama_model_default_params
@@ -122,6 +126,7 @@ def _new_llama(path: Path, n_ctx: int, threads: int, extra_buffers: bool) -> Any
             n_ctx=n_ctx,
             n_threads=threads,
             n_threads_batch=threads,
+            lora_path=str(adapter) if adapter is not None else None,
             verbose=False,
         )
     except (ValueError, RuntimeError, OSError) as exc:
@@ -167,8 +172,10 @@ class LlamaCppDecoder:
         tool_first: bool = False,
         extra_buffers: bool | None = None,
         tool_format: ToolCallFormat = HERMES,
+        adapter: Path | None = None,
     ) -> None:
         self.model_path = model_path
+        self.adapter = adapter
         self.tool_format = tool_format
         self.n_ctx = n_ctx or _model_context(model_path)
         self.threads = threads or _cores()
@@ -179,7 +186,9 @@ class LlamaCppDecoder:
     def decode(
         self, prompt: str, request: ChatRequest, stop: list[str], tools: list[ToolSpec] | None
     ) -> Iterator[str | DecodeResult]:
-        loaded = load_llama(self.model_path, self.n_ctx, self.threads, self.extra_buffers)
+        loaded = load_llama(
+            self.model_path, self.n_ctx, self.threads, self.extra_buffers, self.adapter
+        )
         with loaded.lock:
             yield from self._decode(loaded.llm, prompt, request, stop, tools)
 
@@ -310,13 +319,26 @@ def make_llamacpp_backend(
     threads: int | None = None,
     tool_first: bool = False,
     extra_buffers: bool | None = None,
+    adapter: str | Path | None = None,
     **_: Any,
 ) -> LocalBackend:
-    """A LocalBackend on a GGUF file (the bundled SmolLM2-135M-Instruct by default)."""
+    """A LocalBackend on a GGUF file (the bundled SmolLM2-135M-Instruct by default).
+
+    ``adapter`` is a GGUF LoRA file applied at load ("none" or empty: none).
+    """
+    from backends.lora_gguf import adapter_path
+
     _import_llama_cpp()
     path = default_model_path() if model is None else check_gguf(Path(model))
     template = ChatTemplate.from_gguf(path)
     decoder = LlamaCppDecoder(
-        path, n_ctx, threads, seed, tool_first, extra_buffers, template.tool_format
+        path,
+        n_ctx,
+        threads,
+        seed,
+        tool_first,
+        extra_buffers,
+        template.tool_format,
+        adapter_path(adapter),
     )
     return LocalBackend("llamacpp", template, decoder)

@@ -65,6 +65,8 @@ class Settings(BaseModel):
 
     backend: str = "llamacpp"
     model: str | None = None
+    # A GGUF LoRA adapter for the local backends ("none": no adapter).
+    adapter: str | None = None
     # "small": the narrow `simple` tools, an answer tool and the small prompt, for the embedded
     # 135M model; "standard": shell and files with free-form answers. "auto" picks "small"
     # for the bundled model and "standard" for any other.
@@ -130,6 +132,8 @@ class Settings(BaseModel):
         opts = self.backends.get(self.backend, BackendOptions()).model_dump(exclude_none=True)
         if self.model is not None:
             opts["model"] = self.model
+        if self.adapter is not None:
+            opts["adapter"] = self.adapter
         return opts
 
 
@@ -137,6 +141,7 @@ class Settings(BaseModel):
 ENV_VARS: dict[str, str] = {
     "CLAWLOOP_BACKEND": "backend",
     "CLAWLOOP_MODEL": "model",
+    "CLAWLOOP_ADAPTER": "adapter",
     "CLAWLOOP_PROMPT": "prompt",
     "CLAWLOOP_PROFILE": "profile",
     "CLAWLOOP_WORKSPACE": "workspace",

@@ -27,6 +27,9 @@ def evaluate(
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="Model for the backend.")
     ] = None,
+    adapter: Annotated[
+        str | None, typer.Option("--adapter", help="A GGUF LoRA adapter (none: off).")
+    ] = None,
     repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs of each task.")] = 1,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Tasks run at once.")] = 1,
     only: Annotated[
@@ -50,7 +53,14 @@ def evaluate(
         suite.tasks = [t for t in suite.tasks if any(k in t.id for k in only)]
         if not suite.tasks:
             raise typer.BadParameter("no task id matches --task", param_hint="--task")
-    base = load_settings({"backend": backend, "model": model, "decoding.temperature": temperature})
+    base = load_settings(
+        {
+            "backend": backend,
+            "model": model,
+            "adapter": adapter,
+            "decoding.temperature": temperature,
+        }
+    )
     variants = []
     for name in prompt or [base.prompt_name]:
         settings = base.model_copy(update={"prompt": name})

@@ -67,6 +67,7 @@ def _mount_optional_groups() -> None:
     from cli.skills_cmd import skills_app
     from cli.tools_cmd import tools_app
     from cli.traces_cmd import traces_app
+    from cli.train_cmd import train
 
     app.add_typer(tools_app, name="tools")
     app.add_typer(skills_app, name="skills")
@@ -77,6 +78,7 @@ def _mount_optional_groups() -> None:
     app.command("doctor")(doctor)
     app.command("gateway")(gateway)
     app.add_typer(pairing_app, name="pairing")
+    app.command("train")(train)
 
 
 _mount_optional_groups()

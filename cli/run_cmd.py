@@ -33,6 +33,10 @@ ModelOpt = Annotated[
         help="Model: a GGUF path (llamacpp, engine) or a served model name (openai).",
     ),
 ]
+AdapterOpt = Annotated[
+    str | None,
+    typer.Option("--adapter", help="A GGUF LoRA adapter for llamacpp or engine (none: off)."),
+]
 ScriptOpt = Annotated[
     Path | None,
     typer.Option(
@@ -91,6 +95,7 @@ def _settings(**flags: Any) -> Settings:
     overrides = {
         "backend": "fake" if flags.get("script") else flags.get("backend"),
         "model": flags.get("model"),
+        "adapter": flags.get("adapter"),
         "max_steps": flags.get("max_steps"),
         "time_budget": flags.get("time_budget"),
         "workspace": flags.get("workspace"),
@@ -154,6 +159,7 @@ def run(
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
     backend: BackendOpt = None,
     model: ModelOpt = None,
+    adapter: AdapterOpt = None,
     script: ScriptOpt = None,
     session: SessionOpt = None,
     max_steps: StepsOpt = None,
@@ -179,6 +185,7 @@ def run(
 def chat(
     backend: BackendOpt = None,
     model: ModelOpt = None,
+    adapter: AdapterOpt = None,
     script: ScriptOpt = None,
     session: SessionOpt = None,
     max_steps: StepsOpt = None,

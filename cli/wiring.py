@@ -185,7 +185,12 @@ def run_traced(
             model=settings.model,
             messages=list(session.messages),
             tools=loop.toolbox.specs(),
-            extra={"task": task, "workspace": str(settings.workspace), **(extra or {})},
+            extra={
+                "task": task,
+                "workspace": str(settings.workspace),
+                "adapter": settings.backend_options().get("adapter"),
+                **(extra or {}),
+            },
         )
 
     return traced(loop.run(session, task, context), writer, start)

@@ -28,7 +28,7 @@ ENGINE_INSTALL_HINT = "pip install 'clawloop[engine]'"
 DEFAULT_TEMPERATURE = 0.0
 DEFAULT_MAX_TOKENS = 1024
 
-_engines: dict[tuple[str, str, str], LoadedEngine] = {}  # (model, device, dtype)
+_engines: dict[tuple[str, str, str, str], LoadedEngine] = {}  # (model, device, dtype, adapter)
 _engines_lock = threading.Lock()
 
 
@@ -101,16 +101,20 @@ class LoadedEngine:
         return self.engine.runner.tokenizer
 
 
-def load_engine(model: str | None = None, **options: object) -> LoadedEngine:
+def load_engine(
+    model: str | None = None, adapter: str | None = None, **options: object
+) -> LoadedEngine:
     """The shared engine for ``model`` (default: the bundled GGUF) with ``options`` as settings.
 
     One engine per (model, device, dtype) per process: the first call loads the model and sizes
     its KV cache; later calls reuse it. ``options`` are :class:`EngineSettings` keys (others are
     ignored).
+    ``adapter`` is a GGUF LoRA file, merged into the weights at load ("none" or empty: none).
     """
     from backends.chat_template import ChatTemplate
     from backends.default_model import default_model_path
     from backends.engine.config import EngineSettings
+    from backends.lora_gguf import adapter_path
 
     settings = EngineSettings.from_options(dict(options))
     try:
@@ -123,10 +127,11 @@ def load_engine(model: str | None = None, **options: object) -> LoadedEngine:
     weights = _dtype(torch, settings.dtype)
     settings.device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
     # The first call's settings size the engine; later calls for the model share it as it is.
-    key = (str(path.resolve()), settings.device, str(weights))
+    lora = adapter_path(adapter)
+    key = (str(path.resolve()), settings.device, str(weights), str(lora or ""))
     with _engines_lock:
         if key not in _engines:
-            engine, constraints = _load_engine(path, settings, weights)
+            engine, constraints = _load_engine(path, settings, weights, lora)
             tokenizer = engine.runner.tokenizer
             template = ChatTemplate(
                 source=tokenizer.chat_template,
@@ -137,11 +142,13 @@ def load_engine(model: str | None = None, **options: object) -> LoadedEngine:
         return _engines[key]
 
 
-def make_engine_backend(model: str | None = None, **options: object) -> LocalBackend:
-    """A backend on the bundled engine; one engine per model and settings per process."""
+def make_engine_backend(
+    model: str | None = None, adapter: str | None = None, **options: object
+) -> LocalBackend:
+    """A backend on the bundled engine; one engine per model, settings and adapter per process."""
     from backends.base import LocalBackend
 
-    loaded = load_engine(model, **options)
+    loaded = load_engine(model, adapter, **options)
     return LocalBackend(
         f"engine:{loaded.path.name}",
         loaded.template,
@@ -160,7 +167,9 @@ def _dtype(torch: Any, name: str | None) -> Any:
     return getattr(torch, name)
 
 
-def _load_engine(path: Path, settings: EngineSettings, dtype: Any = None) -> tuple[LLMEngine, Any]:
+def _load_engine(
+    path: Path, settings: EngineSettings, dtype: Any = None, adapter: Path | None = None
+) -> tuple[LLMEngine, Any]:
     from backends.engine.constraint import ConstraintFactory
     from backends.engine.model_runner import ModelRunner
 
@@ -170,6 +179,7 @@ def _load_engine(path: Path, settings: EngineSettings, dtype: Any = None) -> tup
         dtype=dtype,
         kv_cache_bytes=settings.kv_cache_bytes,
         block_size=settings.block_size,
+        adapter=adapter,
     )
     constraints = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
     return LLMEngine(runner, **settings.engine_kwargs()), constraints

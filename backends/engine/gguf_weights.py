@@ -15,6 +15,8 @@ from backends.engine.config import GGUF_INSTALL_HINT, ModelConfig
 if TYPE_CHECKING:
     import torch
 
+    from backends.lora_gguf import LoraAdapter
+
 # GGUF tensor name suffix (inside blk.N.) -> engine parameter name (inside layers.N.)
 _LAYER_NAMES = {
     "attn_norm.weight": "input_norm.weight",
@@ -278,15 +280,27 @@ def reverse_qk_permute(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 
 def iter_gguf_weights(
-    reader: GGUFFile, config: ModelConfig, on_tensor: Callable[[int], None] | None = None
+    reader: GGUFFile,
+    config: ModelConfig,
+    on_tensor: Callable[[int], None] | None = None,
+    adapter: LoraAdapter | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield (engine name, float32 tensor) for every tensor the engine uses; reports bytes read."""
+    """Yield (engine name, float32 tensor) for every tensor the engine uses; reports bytes read.
+
+    A LoRA ``adapter`` is merged into the weights it adapts, in the file's own layout (as
+    llama.cpp applies it), before the Q/K rows are put in the engine's order.
+    """
+    import torch
+
     # llama.cpp's converter permutes Q/K rows only for the llama architecture (Mistral included).
     unpermute = config.architecture in ("llama", "mistral")
     for tensor in reader.tensors:
         name = engine_name(tensor.name)
         if name is not None:
             value = dequantize_tensor(reader, tensor)
+            delta = adapter.delta(tensor.name) if adapter is not None else None
+            if delta is not None:
+                value = value + torch.from_numpy(delta).reshape(value.shape)
             if unpermute and name.endswith(("q_proj.weight", "q_proj.bias")):
                 value = reverse_qk_permute(value, config.num_heads)
             elif unpermute and name.endswith(("k_proj.weight", "k_proj.bias")):

@@ -36,15 +36,24 @@ def default_dtype(device: str) -> torch.dtype:
 
 
 def load_model(
-    path: Path, device: str = "cpu", dtype: torch.dtype | None = None, show_progress: bool = False
+    path: Path,
+    device: str = "cpu",
+    dtype: torch.dtype | None = None,
+    show_progress: bool = False,
+    adapter: Path | None = None,
 ) -> LoadedModel:
-    """Read config, tokenizer and weights, each weight converted to ``dtype`` on ``device``."""
+    """Read config, tokenizer and weights, each weight converted to ``dtype`` on ``device``.
+
+    ``adapter`` is a GGUF LoRA file merged into the weights of a .gguf model as they load.
+    """
     import torch
 
     from backends.engine.model import CausalLM
 
     path = Path(path).expanduser()
     dtype = dtype or default_dtype(device)
+    if adapter is not None and not path.is_file():
+        raise UserError(f"a LoRA adapter needs a .gguf base model, not {path}")
     if path.is_dir():
         from backends.engine.hf_weights import hf_total_bytes, iter_hf_weights
 
@@ -67,8 +76,12 @@ def load_model(
         tokenizer = tokenizer_from_gguf(reader)
         total = gguf_total_bytes(reader)
 
+        from backends.lora_gguf import read_adapter
+
+        lora = read_adapter(adapter) if adapter is not None else None
+
         def weights(report: Callable[[int], None]) -> Iterator[tuple[str, torch.Tensor]]:
-            return iter_gguf_weights(reader, config, report)
+            return iter_gguf_weights(reader, config, report, lora)
     else:
         raise UserError(
             f"model path {path} does not exist: pass a .gguf file or a Hugging Face folder"

@@ -41,6 +41,7 @@ class ModelRunner:
         kv_cache_bytes: int | None = None,
         block_size: int = 16,
         show_progress: bool = False,
+        adapter: Path | None = None,
     ) -> None:
         import torch
 
@@ -54,7 +55,11 @@ class ModelRunner:
             # waits for the other thread to be scheduled again.
             torch.set_num_threads(int(threads))
         loaded = load_model(
-            Path(model_path), device=device, dtype=dtype, show_progress=show_progress
+            Path(model_path),
+            device=device,
+            dtype=dtype,
+            show_progress=show_progress,
+            adapter=adapter,
         )
         self.model = loaded.model
         self.config: ModelConfig = loaded.config

@@ -1,0 +1,1 @@
+"""LoRA fine-tuning of a local GGUF model on chat examples (the ``train`` extra)."""

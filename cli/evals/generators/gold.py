@@ -1,0 +1,88 @@
+"""Scripted gold runs: each generated task solved by its gold calls through the real loop.
+
+The model is replaced by a scripted backend that makes the gold calls and then gives the gold
+answer, so each run goes through the real skills, sandbox, tool selection and trace writer, and
+is graded by the task's own check. Every request the loop sent is kept: each becomes a chat
+training example holding exactly the messages and tools the model is shown at that step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from agent.messages import AssistantMessage, ToolCall
+from backends.fake import FakeBackend
+from cli.config import Settings
+from cli.evals.generators.base import Generated
+from cli.evals.generators.curriculum import Curriculum
+from cli.evals.runner import TaskResult, Variant, run_task
+from skills.simple import ANSWER_TOOL
+
+
+@dataclass(slots=True)
+class GoldRun:
+    """A gold run's grade and the training examples it yields (one per model step)."""
+
+    result: TaskResult
+    examples: list[dict[str, Any]]
+
+
+def gold_turns(gold: Generated) -> list[AssistantMessage]:
+    """The assistant turns of the gold solution: each call in turn, then the answer."""
+    turns = [
+        AssistantMessage(content=None, tool_calls=[ToolCall.make(c.name, c.arguments)])
+        for c in gold.calls
+    ]
+    answer = ToolCall.make(ANSWER_TOOL, {"text": gold.answer})
+    return [*turns, AssistantMessage(content=None, tool_calls=[answer])]
+
+
+def step_examples(backend: FakeBackend, turns: list[AssistantMessage]) -> list[dict[str, Any]]:
+    """One chat example per request: what the model saw, then the turn it should give.
+
+    Earlier assistant turns carry weight 0 (OpenAI's fine-tuning format), so each turn is
+    trained once, in the example of its own step.
+    """
+    examples = []
+    for request, turn in zip(backend.requests, turns, strict=False):
+        messages = [m.to_wire() for m in request.messages]
+        for m in messages:
+            if m["role"] == "assistant":
+                m["weight"] = 0
+        example: dict[str, Any] = {"messages": [*messages, turn.to_wire()]}
+        if request.tools and request.tool_choice != "none":
+            example["tools"] = [t.to_wire() for t in request.tools]
+        examples.append(example)
+    return examples
+
+
+def gold_settings(settings: Settings) -> Settings:
+    """The settings a gold run uses: the small-model profile the embedded model runs with."""
+    return settings.model_copy(update={"profile": "small"})
+
+
+def run_gold(
+    curriculum: Curriculum,
+    settings: Settings,
+    progress: Callable[[TaskResult], None] | None = None,
+) -> Iterator[GoldRun]:
+    """Each task's gold run, graded by its check (runs that fail yield no examples)."""
+    settings = gold_settings(settings)
+    suite = curriculum.suite()
+    for task, gold in curriculum.items:
+        turns = gold_turns(gold)
+        backend = FakeBackend(turns)
+        result = run_task(Variant("gold", settings, backend), suite, task, 0)
+        if progress is not None:
+            progress(result)
+        yield GoldRun(result, step_examples(backend, turns) if result.passed else [])
+
+
+def example_lines(runs: Iterator[GoldRun]) -> Iterator[str]:
+    """The JSONL lines of every passing run's examples."""
+    for run in runs:
+        for example in run.examples:
+            yield json.dumps(example, ensure_ascii=False, sort_keys=True)

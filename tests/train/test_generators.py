@@ -1,0 +1,62 @@
+"""The curriculum: every family's generated tasks pass on their scripted gold solution (run
+through the real loop, skills and sandbox) and fail without it; none is a held-out task."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cli.config import load_settings
+from cli.evals.checks import failures
+from cli.evals.generators.curriculum import generate
+from cli.evals.generators.families import FAMILIES
+from cli.evals.generators.gold import run_gold
+from cli.evals.suite import load_suite
+
+ROOT = Path(__file__).resolve().parents[2]
+BASIC = load_suite(ROOT / "evals" / "basic.yaml")
+
+
+def test_gold_solutions_pass_and_become_examples(tmp_path: Path) -> None:
+    curriculum = generate(2 * len(FAMILIES), seed=7, held_out=BASIC.tasks)
+    runs = list(run_gold(curriculum, load_settings({"data_dir": tmp_path})))
+    assert {r.result.task: r.result.failures for r in runs} == {
+        t.id: [] for t, _ in curriculum.items
+    }
+    for run, (_, gold) in zip(runs, curriculum.items, strict=True):
+        assert len(run.examples) == len(gold.calls) + 1  # one per model step
+        last = run.examples[-1]["messages"]
+        assert last[0]["role"] == "system" and last[-1]["role"] == "assistant"
+        assert last[-1]["tool_calls"][0]["function"]["name"] == "answer"
+        assert all(m.get("weight") == 0 for m in last[:-1] if m["role"] == "assistant")
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "chat"])
+def test_checks_fail_without_the_solution(family: str) -> None:
+    for _, gold in generate(5, seed=3, families=[family]).items:
+        with tempfile.TemporaryDirectory() as empty:
+            assert failures(gold.check, Path(empty), "I do not know.", 0), gold.prompt
+        with tempfile.TemporaryDirectory() as start:
+            for rel, text in gold.files.items():
+                (Path(start) / rel).parent.mkdir(parents=True, exist_ok=True)
+                (Path(start) / rel).write_text(text, encoding="utf-8")
+            assert failures(gold.check, Path(start), "I do not know.", 0), gold.prompt
+
+
+def test_tasks_vary_and_never_repeat_held_out_prompts() -> None:
+    made = generate(400, seed=11, held_out=BASIC.tasks)
+    held = {t.prompt.strip().lower() for t in BASIC.tasks}
+    assert not [t.prompt for t, _ in made.items if t.prompt.strip().lower() in held]
+    prompts = {t.prompt for t, _ in made.items if not t.id.startswith("gen-chat")}
+    assert len(prompts) > 300  # names, contents and phrasings are drawn at random
+    again = generate(400, seed=11, held_out=BASIC.tasks)
+    assert [t for t, _ in again.items] == [t for t, _ in made.items]  # reproducible by seed
+
+
+def test_unknown_family_is_a_user_error() -> None:
+    from agent.errors import UserError
+
+    with pytest.raises(UserError, match="unknown task family"):
+        generate(3, families=["juggling"])
