@@ -63,7 +63,13 @@ def run(toolbox: Toolbox, *pairs: tuple[str, dict[str, Any]]) -> list[Any]:
 
 
 def test_a_stdio_server_runs_sandboxed_with_only_its_declared_environment(tmp_path: Path) -> None:
-    server = McpServer(command=[sandbox_python(), str(SERVER)], env=["PYTHONPATH", "NOTES_LABEL"])
+    # The script and the packages it imports are declared readable: a checkout under /tmp or a
+    # home folder is otherwise out of the sandbox's view.
+    server = McpServer(
+        command=[sandbox_python(), str(SERVER)],
+        env=["PYTHONPATH", "NOTES_LABEL"],
+        read=[str(SERVER.parent), SITE],
+    )
     environ = {"PYTHONPATH": SITE, "NOTES_LABEL": "x", "OPENAI_API_KEY": "sk-not-for-servers"}
     skillset, toolbox = loop_with(
         tmp_path,
