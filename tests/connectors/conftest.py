@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_telegram import FakeTelegram
+from loopthread import LoopThread
 
 
 @pytest.fixture
@@ -23,3 +25,20 @@ def ws() -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def lt() -> Iterator[LoopThread]:
+    """An asyncio loop on its own thread, for the fake servers and the connectors."""
+    thread = LoopThread()
+    yield thread
+    thread.close()
+
+
+@pytest.fixture
+def fake(lt: LoopThread) -> Iterator[FakeTelegram]:
+    """A local Telegram Bot API server (the Discord tests override this with their own)."""
+    server = FakeTelegram()
+    lt.run(server.start())
+    yield server
+    lt.run(server.stop())

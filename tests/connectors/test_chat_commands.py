@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,21 +16,6 @@ from connectors.state import GatewayState
 from connectors.telegram_bot import TelegramConnector
 
 OWNER = 111
-
-
-@pytest.fixture
-def lt() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
-
-
-@pytest.fixture
-def fake(lt: LoopThread) -> Iterator[FakeTelegram]:
-    server = FakeTelegram()
-    lt.run(server.start())
-    yield server
-    lt.run(server.stop())
 
 
 def texts(fake: FakeTelegram) -> list[str]:

@@ -21,13 +21,6 @@ CHANNEL = 600000000000000002
 
 
 @pytest.fixture
-def lt() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
-
-
-@pytest.fixture
 def fake(lt: LoopThread) -> Iterator[FakeDiscord]:
     server = FakeDiscord()
     lt.run(server.start())

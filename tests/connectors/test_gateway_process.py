@@ -12,29 +12,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from fake_telegram import TOKEN, FakeTelegram
-from loopthread import LoopThread, wait_for
+from loopthread import wait_for
 
 OWNER = 111
-
-
-@pytest.fixture
-def lt() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
-
-
-@pytest.fixture
-def fake(lt: LoopThread) -> Iterator[FakeTelegram]:
-    server = FakeTelegram()
-    lt.run(server.start())
-    yield server
-    lt.run(server.stop())
 
 
 def configure(home: Path, ws: Path, fake: FakeTelegram, turns: list[object]) -> dict[str, str]:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from fake_telegram import TOKEN, FakeTelegram
 from harness import Setup, make_gateway
 from loopthread import LoopThread, wait_for
@@ -17,21 +15,6 @@ from connectors.telegram_bot import TelegramConnector
 OWNER = 111
 FRIEND = 222
 STRANGER = 333
-
-
-@pytest.fixture
-def lt() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
-
-
-@pytest.fixture
-def fake(lt: LoopThread) -> Iterator[FakeTelegram]:
-    server = FakeTelegram()
-    lt.run(server.start())
-    yield server
-    lt.run(server.stop())
 
 
 def start(lt: LoopThread, fake: FakeTelegram, tmp_path: Path, ws: Path, **options: object) -> Setup:

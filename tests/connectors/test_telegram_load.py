@@ -3,31 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from fake_telegram import TOKEN, FakeTelegram
 from harness import make_gateway
 from loopthread import LoopThread, wait_for
 
 from connectors.state import GatewayState
 from connectors.telegram_bot import TelegramConnector
-
-
-@pytest.fixture
-def lt() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
-
-
-@pytest.fixture
-def fake(lt: LoopThread) -> Iterator[FakeTelegram]:
-    server = FakeTelegram()
-    lt.run(server.start())
-    yield server
-    lt.run(server.stop())
 
 
 def connect(fake: FakeTelegram, tmp_path: Path) -> tuple[TelegramConnector, GatewayState]:
