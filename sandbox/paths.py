@@ -103,16 +103,38 @@ class PathResolver:
                 fd = os.open(parts[-1], (flags & ~os.O_TRUNC) | nofollow, mode, dir_fd=dirfd)
             except OSError as exc:
                 raise ToolError(f"cannot open {self.relative(resolved)!r}: {exc.strerror}") from exc
+            try:
+                self._check_descriptor(fd, resolved, device)
+                self._check_name_still_names(fd, dirfd, parts[-1], resolved)
+                if flags & os.O_TRUNC:
+                    os.ftruncate(fd, 0)
+            except BaseException:
+                os.close(fd)
+                raise
         finally:
             os.close(dirfd)
-        try:
-            self._check_descriptor(fd, resolved, device)
-            if flags & os.O_TRUNC:
-                os.ftruncate(fd, 0)
-        except BaseException:
-            os.close(fd)
-            raise
         return fd
+
+    def _check_name_still_names(self, fd: int, dirfd: int, name: str, resolved: Path) -> None:
+        """Refuse unless the name still points at the opened file, and it has one link.
+
+        The descriptor's own link count is not enough: a hard link to an outside file can be
+        opened and then unlinked from the workspace before the count is read, leaving a count
+        of one that is the outside name. Looking the name up again after that read closes the
+        gap: the name is gone, points elsewhere, or shows the second link again.
+        """
+        opened = os.fstat(fd)
+        try:
+            named = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+        except OSError as exc:
+            raise ToolError(
+                f"{self.relative(resolved)!r} changed while it was being opened; try again"
+            ) from exc
+        if (named.st_dev, named.st_ino) != (opened.st_dev, opened.st_ino) or named.st_nlink > 1:
+            raise ToolError(
+                f"{self.relative(resolved)!r} changed while it was being opened "
+                "(another name or hard link took its place); refused"
+            )
 
     def _check_descriptor(self, fd: int, resolved: Path, device: int) -> None:
         info = os.fstat(fd)
