@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +26,32 @@ def train(
             "--curriculum", "-c", min=0, help="Generated tasks solved by their gold calls."
         ),
     ] = 0,
+    self_play: Annotated[
+        int,
+        typer.Option(
+            "--self-play",
+            min=0,
+            help="Generated tasks the model attempts; only runs that pass are kept.",
+        ),
+    ] = 0,
+    tries: Annotated[int, typer.Option("--tries", min=1, help="Attempts per self-play task.")] = 2,
+    temperature: Annotated[
+        float, typer.Option("--temperature", min=0.0, help="Sampling temperature for self-play.")
+    ] = 0.7,
+    backend: Annotated[
+        str | None,
+        typer.Option("--backend", "-b", help="Backend for self-play (default: the configured)."),
+    ] = None,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=1, help="Self-play tasks run at once.")
+    ] = 1,
+    start_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--start-from",
+            help="An earlier run's adapter: self-play samples with it and training starts from it.",
+        ),
+    ] = None,
     families: Annotated[
         list[str] | None, typer.Option("--family", help="Only these task families; repeatable.")
     ] = None,
@@ -77,8 +104,27 @@ def train(
             "families": families,
             "examples": len(gold),
         }
+    if start_from is not None:
+        from backends.lora_gguf import check_adapter
+        from backends.training.trainer import file_sha256
+
+        start_from = check_adapter(start_from)
+        described["start_from"] = {"path": str(start_from), "sha256": file_sha256(start_from)}
+    if self_play:
+        sampled, summary = _self_play_examples(
+            console,
+            SelfPlay(self_play, tries, temperature, backend, jobs, start_from),
+            seed,
+            families,
+            held_out,
+            out,
+        )
+        examples += sampled
+        described["self_play"] = summary
     if not examples:
-        raise UserError("nothing to train on: pass --data FILE.jsonl or --curriculum N")
+        raise UserError(
+            "nothing to train on: pass --data FILE.jsonl, --curriculum N or --self-play N"
+        )
     settings = TrainSettings(
         epochs=epochs,
         rank=rank,
@@ -86,6 +132,7 @@ def train(
         learning_rate=learning_rate,
         accumulate=accumulate,
         seed=seed,
+        start_from=str(start_from) if start_from is not None else None,
     )
     with _progress(console) as report:
         result = run_training(
@@ -111,11 +158,8 @@ def _gold_examples(
     from cli.config import load_settings
     from cli.evals.generators.curriculum import generate
     from cli.evals.generators.gold import run_gold
-    from cli.evals.suite import load_suite
 
-    suites = held_out if held_out is not None else [p for p in [DEFAULT_HELD_OUT] if p.is_file()]
-    avoid = [t for path in suites for t in load_suite(path).tasks]
-    made = generate(count, seed, families, avoid)
+    made = generate(count, seed, families, _held_out_tasks(held_out))
     examples: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="clawloop-gold-") as tmp:
         settings = load_settings({"data_dir": tmp})
@@ -128,6 +172,89 @@ def _gold_examples(
     (out / "curriculum.jsonl").write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
     console.print(f"curriculum: {count} tasks, {len(examples)} examples (gold runs all passed)")
     return examples
+
+
+@dataclass(slots=True)
+class SelfPlay:
+    """How the model attempts generated tasks for rejection sampling."""
+
+    tasks: int
+    tries: int
+    temperature: float
+    backend: str | None
+    jobs: int
+    adapter: Path | None
+
+
+# Self-play tasks are drawn from their own stream, so a round never repeats the gold tasks.
+SELF_PLAY_SEED = 7919
+
+
+def _self_play_examples(
+    console: Console,
+    plan: SelfPlay,
+    seed: int,
+    families: list[str] | None,
+    held_out: list[Path] | None,
+    out: Path,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The passing runs of the model's own attempts, as chat examples, and a summary."""
+    import json
+
+    from cli.config import load_settings
+    from cli.evals.generators.curriculum import generate
+    from cli.evals.generators.selfplay import SampledTask, sample
+    from cli.wiring import build_backend
+
+    made = generate(plan.tasks, seed + SELF_PLAY_SEED, families, _held_out_tasks(held_out))
+    settings = load_settings(
+        {
+            "data_dir": str(out / "self-play"),
+            "backend": plan.backend,
+            "adapter": str(plan.adapter) if plan.adapter else "none",
+            "decoding.temperature": plan.temperature,
+        }
+    )
+    console.print(
+        f"self-play: {plan.tasks} tasks, up to {plan.tries} tries each at temperature "
+        f"{plan.temperature:g} on {settings.backend}"
+        + (f" with {plan.adapter}" if plan.adapter else "")
+    )
+    passed: dict[str, list[int]] = {}
+
+    def progress(outcome: SampledTask) -> None:
+        tally = passed.setdefault(outcome.family, [0, 0])
+        tally[0] += outcome.passed
+        tally[1] += 1
+        mark = "[green]pass[/green]" if outcome.passed else "[red]fail[/red]"
+        console.print(f"  {mark} {outcome.task} ({len(outcome.tries)} tries)")
+
+    outcomes = sample(made, settings, build_backend(settings), plan.tries, plan.jobs, progress)
+    examples = [e for o in outcomes for e in o.examples]
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(e, ensure_ascii=False, sort_keys=True) for e in examples]
+    (out / "self-play.jsonl").write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
+    kept = sum(o.passed for o in outcomes)
+    console.print(f"self-play: {kept}/{len(outcomes)} tasks passed, {len(examples)} examples kept")
+    summary = {
+        "tasks": plan.tasks,
+        "tries": plan.tries,
+        "temperature": plan.temperature,
+        "backend": settings.backend,
+        "seed": seed + SELF_PLAY_SEED,
+        "passed": kept,
+        "examples": len(examples),
+        "per_family": {f: {"passed": p, "tasks": n} for f, (p, n) in sorted(passed.items())},
+    }
+    return examples, summary
+
+
+def _held_out_tasks(held_out: list[Path] | None) -> list[Any]:
+    """The tasks of the held-out suites (default: evals/basic.yaml where it exists)."""
+    from cli.evals.suite import load_suite
+
+    suites = held_out if held_out is not None else [p for p in [DEFAULT_HELD_OUT] if p.is_file()]
+    return [t for path in suites for t in load_suite(path).tasks]
 
 
 def _progress(console: Console) -> Any:

@@ -52,3 +52,41 @@ def to_gguf_adapter(state: dict[str, Any], alpha: float, config: Any) -> LoraAda
             b = permute_qk(b, config.num_key_value_heads)
         pairs[name] = (a, b)
     return LoraAdapter(alpha, pairs, "llama")
+
+
+def unpermute_qk(rows: Any, num_heads: int) -> Any:
+    """Hugging Face's Q/K row order from llama.cpp's (the inverse of :func:`permute_qk`)."""
+    shape = rows.shape
+    return (
+        rows.reshape(num_heads, shape[0] // num_heads // 2, 2, *shape[1:])
+        .swapaxes(1, 2)
+        .reshape(shape)
+    )
+
+
+def from_gguf_adapter(adapter: LoraAdapter, keys: list[str], config: Any) -> dict[str, Any]:
+    """An adapter in llama.cpp's layout as numpy arrays under peft's state-dict ``keys``.
+
+    The inverse of :func:`to_gguf_adapter`, so a run can start from an earlier run's adapter;
+    a key with no tensor in the adapter is left out (peft keeps its fresh initial value).
+    """
+    state: dict[str, Any] = {}
+    for key in keys:
+        found = _KEY.search(key)
+        if found is None or found.group(2) not in GGUF_NAMES:
+            continue
+        layer, module, part = found.groups()
+        name = f"blk.{layer}.{GGUF_NAMES[module]}"
+        pair = adapter.pairs.get(name)
+        if pair is None:
+            continue
+        a, b = pair
+        if part == "A":
+            state[key] = a
+            continue
+        if module == "q_proj":
+            b = unpermute_qk(b, config.num_attention_heads)
+        elif module == "k_proj":
+            b = unpermute_qk(b, config.num_key_value_heads)
+        state[key] = b
+    return state

@@ -20,10 +20,10 @@ from typing import Any
 
 from agent.errors import UserError
 from backends.chat_template import ChatTemplate
-from backends.lora_gguf import write_adapter
+from backends.lora_gguf import read_adapter, write_adapter
 from backends.training.cpu import native_bf16
 from backends.training.examples import Encoded, encode
-from backends.training.lora import DEFAULT_TARGETS, to_gguf_adapter
+from backends.training.lora import DEFAULT_TARGETS, from_gguf_adapter, to_gguf_adapter
 
 TRAIN_HINT = "pip install 'clawloop[train]'"
 ADAPTER_FILE = "adapter.gguf"
@@ -44,6 +44,7 @@ class TrainSettings:
     seed: int = 0
     targets: tuple[str, ...] = DEFAULT_TARGETS
     bf16: bool | None = None  # None: autocast where the CPU runs bfloat16 natively
+    start_from: str | None = None  # an earlier run's adapter.gguf to start the LoRA from
 
 
 @dataclass(slots=True)
@@ -139,6 +140,9 @@ def train(
         task_type="CAUSAL_LM",
     )
     model = peft.get_peft_model(model, config)
+    if settings.start_from:
+        _start_from(torch, peft, model, Path(settings.start_from), settings)
+        note(f"starting from the adapter {settings.start_from}")
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate)
     out.mkdir(parents=True, exist_ok=True)
@@ -222,6 +226,21 @@ def _loss(torch: Any, model: Any, example: Encoded, bf16: bool) -> Any:
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     with autocast:
         return model(input_ids=ids, labels=labels).loss
+
+
+def _start_from(torch: Any, peft: Any, model: Any, path: Path, settings: TrainSettings) -> None:
+    """Load an earlier adapter's weights into the fresh LoRA; its rank and alpha must match."""
+    adapter = read_adapter(path)
+    if adapter.rank != settings.rank or adapter.alpha != settings.alpha:
+        raise UserError(
+            f"{path} has rank {adapter.rank} and alpha {adapter.alpha:g}: "
+            f"train with --rank {adapter.rank} --alpha {adapter.alpha:g} to start from it"
+        )
+    keys = list(peft.get_peft_model_state_dict(model))
+    state = from_gguf_adapter(adapter, keys, model.config)
+    if not state:
+        raise UserError(f"{path} adapts none of the modules this run trains")
+    peft.set_peft_model_state_dict(model, {k: torch.from_numpy(v.copy()) for k, v in state.items()})
 
 
 def _fingerprint(settings: TrainSettings, base_hash: str, encoded: list[Encoded]) -> str:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,41 @@ def test_export_train_eval_end_to_end(tiny_gguf: Path, tmp_path: Path) -> None:
         json.loads(p.read_text().splitlines()[0]) for p in (tmp_path / "data" / "traces").iterdir()
     ]
     assert [s["adapter"] for s in starts if s["backend"] != "fake"] == [adapter]
+
+
+def test_an_adapter_reads_back_into_the_lora_it_was_written_from(trained: Path) -> None:
+    import torch
+    import transformers
+
+    from backends.training.lora import from_gguf_adapter
+
+    lora = torch.load(trained / "checkpoint.pt")["lora"]
+    config = transformers.LlamaConfig(num_attention_heads=4, num_key_value_heads=2)
+    state = from_gguf_adapter(read_adapter(trained / "adapter.gguf"), list(lora), config)
+    assert set(state) == set(lora)
+    for key, tensor in lora.items():
+        assert torch.allclose(torch.from_numpy(state[key]), tensor.float()), key
+
+
+def test_a_run_started_from_an_adapter_starts_where_it_ended(
+    trained: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """The next round's first loss is the last round's, not a fresh LoRA's."""
+    losses: dict[str, float] = {}
+
+    def first(name: str) -> Callable[[StepReport], None]:
+        def keep(step: StepReport) -> None:
+            losses.setdefault(name, step.loss)
+
+        return keep
+
+    still = TrainSettings(epochs=1, accumulate=1, learning_rate=1e-9, rank=4)
+    train(tiny_gguf, EXAMPLES, tmp_path / "fresh", still, {}, first("fresh"))
+    start = TrainSettings(
+        epochs=1, accumulate=1, learning_rate=1e-9, rank=4, start_from=str(trained / "adapter.gguf")
+    )
+    train(tiny_gguf, EXAMPLES, tmp_path / "next", start, {}, first("next"))
+    assert losses["next"] < 0.7 * losses["fresh"], losses
+    wrong = TrainSettings(epochs=1, rank=2, start_from=str(trained / "adapter.gguf"))
+    with pytest.raises(UserError, match="--rank 4"):
+        train(tiny_gguf, EXAMPLES, tmp_path / "wrong", wrong, {})

@@ -9,11 +9,11 @@ training example holding exactly the messages and tools the model is shown at th
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agent.messages import AssistantMessage, ToolCall
+from agent.messages import AssistantMessage, ChatRequest, ToolCall
 from backends.fake import FakeBackend
 from cli.config import Settings
 from cli.evals.generators.base import Generated
@@ -40,14 +40,14 @@ def gold_turns(gold: Generated) -> list[AssistantMessage]:
     return [*turns, AssistantMessage(content=None, tool_calls=[answer])]
 
 
-def step_examples(backend: FakeBackend, turns: list[AssistantMessage]) -> list[dict[str, Any]]:
-    """One chat example per request: what the model saw, then the turn it should give.
+def step_examples(steps: Iterable[tuple[ChatRequest, AssistantMessage]]) -> list[dict[str, Any]]:
+    """One chat example per step: what the model saw, then the turn it should give.
 
     Earlier assistant turns carry weight 0 (OpenAI's fine-tuning format), so each turn is
     trained once, in the example of its own step.
     """
     examples = []
-    for request, turn in zip(backend.requests, turns, strict=False):
+    for request, turn in steps:
         messages = [m.to_wire() for m in request.messages]
         for m in messages:
             if m["role"] == "assistant":
@@ -78,7 +78,8 @@ def run_gold(
         result = run_task(Variant("gold", settings, backend), suite, task, 0)
         if progress is not None:
             progress(result)
-        yield GoldRun(result, step_examples(backend, turns) if result.passed else [])
+        steps = zip(backend.requests, turns, strict=False)
+        yield GoldRun(result, step_examples(steps) if result.passed else [])
 
 
 def example_lines(runs: Iterator[GoldRun]) -> Iterator[str]:
