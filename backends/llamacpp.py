@@ -49,6 +49,7 @@ from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.base import DecodeResult, LocalBackend
 from backends.chat_template import ChatTemplate
 from backends.default_model import INSTALL_HINT, check_gguf, default_model_path
+from backends.runaway import RunawayDetector
 from backends.stop_text import StopStringMatcher
 from backends.tool_format import HERMES, ToolCallFormat
 from backends.tool_grammar import tool_call_schema_json
@@ -214,12 +215,15 @@ class LlamaCppDecoder:
         text = StopStringMatcher(stop)
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         finish, generated = "length", 0
+        runaway = RunawayDetector()
         while generated < budget:
             token = sampler.sample(llm._ctx, -1)  # also advances the grammar
             generated += 1
             if _is_eog(llm, token):
                 finish = "stop"
                 break
+            if runaway.feed(token):
+                break  # stuck in a loop: end as the token limit would, only sooner
             piece, stopped = text.feed(utf8.decode(llm.detokenize([token])))
             if piece:
                 yield piece
