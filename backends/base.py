@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from agent.backend import BackendEvent, Completion, TextDelta
@@ -46,6 +47,7 @@ class LocalBackend:
         self.name = name
         self.template = template
         self.decoder = decoder
+        self.adapter: Path | None = None  # the LoRA adapter the model runs with, if any
 
     def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
         began = time.monotonic()

@@ -30,6 +30,24 @@ def default_model_path() -> Path:
     )
 
 
+# The LoRA adapter clawloop's own pipeline trained for the bundled model (docs/flywheel.md).
+SHIPPED_ADAPTER = Path(__file__).parent / "adapters" / "smollm2-135m-clawloop.gguf"
+
+
+def default_adapter(model: Path) -> Path | None:
+    """The adapter a model runs with when none is chosen: the shipped one, for the bundled model.
+
+    Any other model has no default adapter; ``--adapter none`` turns the shipped one off.
+    """
+    if not SHIPPED_ADAPTER.is_file():
+        return None
+    try:
+        bundled = default_model_path()
+    except UserError:
+        return None
+    return SHIPPED_ADAPTER if Path(model).resolve() == bundled.resolve() else None
+
+
 def check_gguf(path: Path) -> Path:
     """Return ``path`` if it is a readable GGUF file, else raise a :class:`UserError` saying why."""
     path = Path(path).expanduser()

@@ -48,7 +48,7 @@ from agent.errors import BackendError, UserError
 from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.base import DecodeResult, LocalBackend
 from backends.chat_template import ChatTemplate
-from backends.default_model import INSTALL_HINT, check_gguf, default_model_path
+from backends.default_model import INSTALL_HINT, check_gguf, default_adapter, default_model_path
 from backends.runaway import RunawayDetector
 from backends.stop_text import StopStringMatcher
 from backends.tool_format import HERMES, ToolCallFormat
@@ -343,6 +343,8 @@ def make_llamacpp_backend(
         tool_first,
         extra_buffers,
         template.tool_format,
-        adapter_path(adapter),
+        adapter_path(adapter, default_adapter(path)),
     )
-    return LocalBackend("llamacpp", template, decoder)
+    backend = LocalBackend("llamacpp", template, decoder)
+    backend.adapter = decoder.adapter
+    return backend

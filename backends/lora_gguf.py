@@ -100,8 +100,11 @@ def read_adapter(path: Path) -> LoraAdapter:
     return LoraAdapter(alpha, pairs, text("general.architecture") or "llama")
 
 
-def adapter_path(value: str | Path | None) -> Path | None:
-    """The adapter a backend option names: None for unset, empty or "none", else a checked path."""
-    if value is None or str(value).strip().lower() in ("", "none"):
+def adapter_path(value: str | Path | None, default: Path | None = None) -> Path | None:
+    """The adapter a backend option names: ``default`` when unset or empty, None for "none",
+    else a checked path."""
+    if value is None or not str(value).strip():
+        return default
+    if str(value).strip().lower() == "none":
         return None
     return check_adapter(Path(str(value)))

@@ -166,6 +166,15 @@ def redactor(settings: Settings) -> Redactor:
     return Redactor(find_secrets(settings.model_dump(), os.environ))
 
 
+def _adapter_label(backend: Backend, settings: Settings) -> str | None:
+    """The adapter the run's model really runs with (a local backend knows), else the setting."""
+    if hasattr(backend, "adapter"):
+        found = backend.adapter
+        return str(found) if found is not None else None
+    option = settings.backend_options().get("adapter")
+    return None if option is None else str(option)
+
+
 def run_traced(
     settings: Settings,
     loop: AgentLoop,
@@ -188,7 +197,7 @@ def run_traced(
             extra={
                 "task": task,
                 "workspace": str(settings.workspace),
-                "adapter": settings.backend_options().get("adapter"),
+                "adapter": _adapter_label(loop.backend, settings),
                 **(extra or {}),
             },
         )

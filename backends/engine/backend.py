@@ -95,6 +95,7 @@ class LoadedEngine:
     engine: LLMEngine
     constraints: Any  # a ConstraintFactory
     template: ChatTemplate
+    adapter: Path | None = None  # the LoRA adapter merged into the weights
 
     @property
     def tokenizer(self) -> Any:
@@ -112,7 +113,7 @@ def load_engine(
     ``adapter`` is a GGUF LoRA file, merged into the weights at load ("none" or empty: none).
     """
     from backends.chat_template import ChatTemplate
-    from backends.default_model import default_model_path
+    from backends.default_model import default_adapter, default_model_path
     from backends.engine.config import EngineSettings
     from backends.lora_gguf import adapter_path
 
@@ -127,7 +128,7 @@ def load_engine(
     weights = _dtype(torch, settings.dtype)
     settings.device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
     # The first call's settings size the engine; later calls for the model share it as it is.
-    lora = adapter_path(adapter)
+    lora = adapter_path(adapter, default_adapter(path))
     key = (str(path.resolve()), settings.device, str(weights), str(lora or ""))
     with _engines_lock:
         if key not in _engines:
@@ -138,7 +139,7 @@ def load_engine(
                 bos_token=tokenizer.bos_token,
                 eos_token=tokenizer.eos_token,
             )
-            _engines[key] = LoadedEngine(path, engine, constraints, template)
+            _engines[key] = LoadedEngine(path, engine, constraints, template, lora)
         return _engines[key]
 
 
@@ -149,13 +150,15 @@ def make_engine_backend(
     from backends.base import LocalBackend
 
     loaded = load_engine(model, adapter, **options)
-    return LocalBackend(
+    backend = LocalBackend(
         f"engine:{loaded.path.name}",
         loaded.template,
         EngineDecoder(
             loaded.engine, loaded.tokenizer, loaded.constraints, loaded.template.tool_format
         ),
     )
+    backend.adapter = loaded.adapter
+    return backend
 
 
 def _dtype(torch: Any, name: str | None) -> Any:
