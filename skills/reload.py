@@ -27,11 +27,13 @@ class SkillWatcher:
         toolbox: LiveToolbox,
         approver: Approver | None,
         on_reload: Callable[[str], None] = lambda _message: None,
+        save_rule: Callable[[str], object] | None = None,
     ) -> None:
         self.skillset = skillset
         self.toolbox = toolbox
         self.approver = approver
         self.on_reload = on_reload
+        self.save_rule = save_rule  # the same "always" keeper the first toolbox had
         self._timer: threading.Timer | None = None
         self._guard = threading.Lock()
         self._observer: Any = None
@@ -84,7 +86,7 @@ class SkillWatcher:
             self.reloads += 1
             self.on_reload(f"skills not reloaded: {exc.message}")
             return
-        self.toolbox.replace(guard(self.skillset, self.approver))
+        self.toolbox.replace(guard(self.skillset, self.approver, self.save_rule))
         self.reloads += 1
         after = set(self.toolbox.names())
         parts = [f"+{n}" for n in sorted(after - before)] + [
