@@ -83,9 +83,10 @@ def relay_python() -> str:
 
 
 def relay_argv(python: str) -> list[str]:
-    """``python3 -c RELAY SOCKET PORT``: the relay, which then runs the command after it."""
+    """``python3 -I -S -c RELAY SOCKET PORT``: the relay (no site, no PYTHON* variables), which
+    then becomes the command after it."""
     source = (Path(__file__).with_name("relay.py")).read_text(encoding="utf-8")
-    return [python, "-c", source, PROXY_SOCKET, str(RELAY_PORT)]
+    return [python, "-I", "-S", "-c", source, PROXY_SOCKET, str(RELAY_PORT)]
 
 
 def _system_view() -> list[str]:

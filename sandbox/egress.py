@@ -14,7 +14,8 @@ that resolves to a loopback, private, link-local or otherwise non-public address
 address is allowed only when the allowed entry is that address literally (``127.0.0.1:8080``).
 
 Allowed entries: ``host`` (ports 80 and 443), ``host:port``, ``*.example.org`` (its
-subdomains, ports 80 and 443), ``*.example.org:port``, and IP addresses (``[::1]:8080``).
+subdomains, ports 80 and 443), ``*.example.org:port``, IP addresses (``[::1]:8080``), and
+``*``: any public host on any port (still never a loopback or private address).
 """
 
 from __future__ import annotations
@@ -42,16 +43,18 @@ _HEADER_TIMEOUT_S = 30.0
 class HostRule:
     """One allowed entry: a name (or ``*.`` suffix) or an address, and its ports."""
 
-    host: str  # lower case, no trailing dot, no brackets; "*.example.org" for a suffix
-    ports: tuple[int, ...]
+    host: str  # lower case, no trailing dot, no brackets; "*.example.org" for a suffix; "*"
+    ports: tuple[int, ...]  # empty: any port
 
     @property
     def literal_ip(self) -> bool:
         return _ip(self.host) is not None
 
     def matches(self, host: str, port: int) -> bool:
-        if port not in self.ports:
+        if self.ports and port not in self.ports:
             return False
+        if self.host == "*":
+            return True
         if self.host.startswith("*."):
             return host.endswith(self.host[1:]) and host != self.host[2:]
         if self.literal_ip:
@@ -63,6 +66,8 @@ class HostRule:
 def parse_host(text: str) -> HostRule:
     """``host``, ``host:port``, ``*.domain[:port]``, ``1.2.3.4[:port]`` or ``[::1][:port]``."""
     raw = text.strip()
+    if raw == "*":
+        return HostRule("*", ())
     host, port = _split_host_port(raw)
     if host is None:
         raise UserError(f"network host {text!r} is not a host name or address")
@@ -174,6 +179,13 @@ class EgressProxy:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+    def notes(self, shown: int = 5) -> list[str]:
+        """What was refused, for the model: the first few, then how many more."""
+        notes = [f"network refused: {what}" for what in self.refused[:shown]]
+        if len(self.refused) > shown:
+            notes.append(f"network refused {len(self.refused) - shown} more connections")
+        return notes
 
     def allowed(self, host: str, port: int) -> HostRule | None:
         return next((r for r in self.rules if r.matches(host, port)), None)

@@ -198,7 +198,7 @@ class SandboxRunner:
         finally:
             if proxy is not None:
                 proxy.stop()
-                notes += [f"network refused: {what}" for what in proxy.refused]
+                notes += proxy.notes()
             for fd in fds:
                 os.close(fd)
             if identity is not None and identity.needs_grant:

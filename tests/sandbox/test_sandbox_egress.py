@@ -123,6 +123,7 @@ def test_host_entries_are_checked() -> None:
     wild = parse_host("*.example.org")
     assert wild.matches("a.example.org", 443) and not wild.matches("example.org", 443)
     assert not wild.matches("evilexample.org", 443)
+    assert parse_host("*").matches("any.example.org", 22)  # any host, still public only
     assert parse_host("127.0.0.1:9").matches("127.0.0.1", 9)
     assert not parse_host("127.0.0.1:9").matches("127.0.0.2", 9)
     for bad in ("", "http://x.org", "a b", "x.org:http", "x.org:70000", "[::1", "a..b"):
