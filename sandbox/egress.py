@@ -245,6 +245,9 @@ class EgressProxy:
             return "not a declared network host"
         literal = _ip(host)
         if literal is not None:
+            # Only an entry naming this very address opens a non-public one ("*" does not).
+            if not rule.literal_ip and not _public(literal):
+                return "a non-public address that was not declared as such"
             candidates = [literal]
         else:
             try:

@@ -87,6 +87,16 @@ def test_a_name_that_resolves_to_loopback_is_refused(workspace: Path, listener: 
     assert any("non-public address" in n for n in result.notes), result.notes
 
 
+def test_any_host_still_means_no_loopback(workspace: Path, listener: Listener) -> None:
+    result = run_with_hosts(
+        workspace,
+        ["*"],
+        f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{listener.port}/",
+    )
+    assert result.stdout == "403"
+    assert listener.hits == []
+
+
 def test_without_hosts_there_is_no_proxy_and_no_network(
     workspace: Path, listener: Listener
 ) -> None:
