@@ -9,8 +9,8 @@ path, mounted from a descriptor; git metadata, start-up files and sockets in the
 covered; clawloop's own folders and the user's home hidden. A command that may write only
 some paths gets the workspace read-only with those parts read-write over it. No network
 (except full-access, or through the per-host proxy of :mod:`sandbox.egress` where hosts are
-allowed), a cleared environment, no new user namespaces, a seccomp filter, and its own pid namespace
-that dies with clawloop.
+allowed), a cleared environment, no new user namespaces, a seccomp filter, and its own pid
+namespace that dies with clawloop.
 
 When clawloop runs as root, bubblewrap runs as root too (so it can mount the workspace from a
 descriptor without any permission on the folders above it) and the command is started inside
@@ -139,16 +139,7 @@ def bwrap_args(
             args += ["--size", "4096", "--perms", "0555", "--tmpfs", str(path)]
     env = dict(plan.env)
     if plan.proxy_socket is not None:
-        folder = os.path.dirname(PROXY_SOCKET)
-        args += [
-            "--perms",
-            "0755",
-            "--dir",
-            folder,
-            "--ro-bind",
-            str(plan.proxy_socket),
-            PROXY_SOCKET,
-        ]
+        args += _proxy_mounts(plan.proxy_socket)
         url = f"http://127.0.0.1:{RELAY_PORT}"
         env.update(dict.fromkeys(PROXY_VARIABLES, url), ALL_PROXY=url, no_proxy="", NO_PROXY="")
         argv = [*relay_argv(relay_python()), *argv]
@@ -165,6 +156,12 @@ def bwrap_args(
     drop = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
     drop += ["--inh-caps=-all", "--bounding-set=-all", "--"]
     return [*args, "--", *drop, *argv]
+
+
+def _proxy_mounts(socket_path: Path) -> list[str]:
+    """The proxy's socket at :data:`PROXY_SOCKET`, in a folder any uid can search."""
+    folder = os.path.dirname(PROXY_SOCKET)
+    return ["--perms", "0755", "--dir", folder, "--ro-bind", str(socket_path), PROXY_SOCKET]
 
 
 def _ancestors(workspace: Path) -> list[str]:
