@@ -53,6 +53,8 @@ class SkillWatcher:
                 if event.event_type in ("opened", "closed_no_write"):
                     return
                 paths = {str(event.src_path), str(getattr(event, "dest_path", "") or "")}
+                if all("/__pycache__" in p or not p for p in paths):
+                    return  # Python's own byte code, written when a skill file is imported
                 if self.only is None or self.only in paths:
                     watcher.changed()
 
