@@ -150,7 +150,9 @@ class EgressProxy:
         os.chmod(path, 0o666)
         listener.listen(64)
         self._listener, self.socket_path = listener, path
-        threading.Thread(target=self._accept, name="egress-proxy", daemon=True).start()
+        threading.Thread(
+            target=self._accept, args=(listener,), name="egress-proxy", daemon=True
+        ).start()
         return path
 
     def stop(self) -> None:
@@ -190,12 +192,12 @@ class EgressProxy:
     def allowed(self, host: str, port: int) -> HostRule | None:
         return next((r for r in self.rules if r.matches(host, port)), None)
 
-    def _accept(self) -> None:
-        while self._listener is not None:
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
             try:
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except OSError:
-                return
+                return  # closed by stop()
             self._track(client)
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
@@ -203,40 +205,40 @@ class EgressProxy:
         with self._guard:
             self._open.add(sock)
 
+    def _forget(self, *socks: socket.socket) -> None:
+        with self._guard:
+            self._open.difference_update(socks)
+        for sock in socks:
+            sock.close()
+
     def _serve(self, client: socket.socket) -> None:
+        upstream: socket.socket | None = None
         try:
             client.settimeout(_HEADER_TIMEOUT_S)
             head, rest = _read_head(client)
-            if head is None:
-                return _reply(client, 400, "bad request")
-            method, target, version, headers = head
-            if method == "CONNECT":
-                host, port = _split_host_port(target)
-                port = port or 443
-            else:
-                host, port, path = _absolute(target)
-            if host is None or port is None:
+            target = _target(head) if head is not None else None
+            if target is None:
                 return _reply(client, 400, "the proxy needs CONNECT host:port or an absolute URL")
-            upstream = self._connect(host, port)
-            if isinstance(upstream, str):
-                self.refused.append(f"{host}:{port} ({upstream})")
-                _log.warning("sandbox network: refused %s:%s (%s)", host, port, upstream)
-                return _reply(client, 403, f"refused by the sandbox: {host}:{port} {upstream}")
+            host, port, opening = target
+            connected = self._connect(host, port)
+            if isinstance(connected, str):
+                self.refused.append(f"{host}:{port} ({connected})")
+                _log.warning("sandbox network: refused %s:%s (%s)", host, port, connected)
+                return _reply(client, 403, f"refused by the sandbox: {host}:{port} {connected}")
+            upstream = connected
             self._track(upstream)
             client.settimeout(None)
-            if method == "CONNECT":
+            if opening is None:  # CONNECT: the client speaks first, through the tunnel
                 client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             else:
-                kept = [h for h in headers if not h.lower().startswith((b"proxy-", b"connection:"))]
-                request = b" ".join([method.encode(), path.encode(), version.encode()])
-                upstream.sendall(b"\r\n".join([request, *kept, b"Connection: close", b"", b""]))
+                upstream.sendall(opening)
             if rest:
                 upstream.sendall(rest)
             _relay(client, upstream)
         except OSError:
             pass
         finally:
-            client.close()
+            self._forget(client, *([upstream] if upstream is not None else []))
 
     def _connect(self, host: str, port: int) -> socket.socket | str:
         """A connection to an address checked against the rules, or why not."""
@@ -284,6 +286,21 @@ def _read_head(
     return (parts[0].upper(), parts[1], parts[2], lines[1:]), rest
 
 
+def _target(head: tuple[str, str, str, list[bytes]]) -> tuple[str, int, bytes | None] | None:
+    """Where a request goes, and for plain HTTP the request head to send there (origin form,
+    the proxy's own headers dropped, the connection closed after one answer)."""
+    method, target, version, headers = head
+    if method == "CONNECT":
+        host, port = _split_host_port(target)
+        return (host, port or 443, None) if host is not None else None
+    host, port, path = _absolute(target)
+    if host is None or port is None:
+        return None
+    kept = [h for h in headers if not h.lower().startswith((b"proxy-", b"connection:"))]
+    request = b" ".join([method.encode(), path.encode(), version.encode()])
+    return host, port, b"\r\n".join([request, *kept, b"Connection: close", b"", b""])
+
+
 def _absolute(target: str) -> tuple[str | None, int | None, str]:
     """Host, port and path of ``http://host[:port]/path``."""
     if not target.lower().startswith("http://"):
@@ -319,4 +336,3 @@ def _relay(a: socket.socket, b: socket.socket) -> None:
     other.start()
     pump(a, b)
     other.join()
-    b.close()
