@@ -66,6 +66,9 @@ def test_a_skill_reaches_its_declared_host_and_nothing_else(tmp_path: Path) -> N
             """
             curl -sf "http://127.0.0.1:$1/from-skill"; echo "a: $?"
             curl -sf "http://127.0.0.1:$2/from-skill"; echo "b: $?"
+            python3 -c 'import sys, urllib.request
+            url = "http://127.0.0.1:%s/from-urllib" % sys.argv[1]
+            print("urllib:", urllib.request.urlopen(url, timeout=5).read().decode().strip())' "$1"
             python3 -c 'import socket, sys
             try:
                 socket.create_connection(("127.0.0.1", int(sys.argv[1])), 3)
@@ -82,7 +85,8 @@ def test_a_skill_reaches_its_declared_host_and_nothing_else(tmp_path: Path) -> N
     # No route out but the proxy: a direct connection is refused inside the sandbox's namespace.
     assert "raw b: ConnectionRefusedError" in result.content
     assert f"network refused: 127.0.0.1:{b.port}" in result.content
-    assert paths_a == ["/from-skill"] and paths_b == []
+    assert "urllib: hello from A" in result.content  # Python's urllib honours http_proxy too
+    assert paths_a == ["/from-skill", "/from-urllib"] and paths_b == []
 
 
 def test_a_skill_without_hosts_gets_no_network(tmp_path: Path) -> None:
