@@ -125,7 +125,9 @@ def gateway(
         typer.echo("config and tokens are valid")
         return
     bot_backend = build_backend(settings, {"script": str(script)} if script else None)
-    loop = build_loop(settings, bot_backend, build_toolbox(settings, None))
+    # The skills folder is watched: a skill added, changed or approved is used from the next turn.
+    toolbox = build_toolbox(settings, None, _skills_notice)
+    loop = build_loop(settings, bot_backend, toolbox)
     options = GatewayOptions(
         ask_timeout_s=settings.approval_timeout,
         rate_per_minute=settings.gateway.rate_per_minute,
@@ -146,6 +148,10 @@ def gateway(
     )
     asyncio.run(_serve(gw))
     _exit_now_if_tools_linger()
+
+
+def _skills_notice(text: str) -> None:
+    log(logging.INFO, "skills_reloaded", message=text)
 
 
 async def _check(connectors: list[Connector]) -> None:

@@ -71,13 +71,14 @@ def build_toolbox(
     context.runner.check()
     skillset = SkillSet(context, settings.skill_names)
     skillset.load()
+    save = _save_allow_rule(settings)
     toolbox = LiveToolbox(
-        guard(skillset, approver, _save_allow_rule(settings)),
-        skillset,
-        refine=workspace_enums(context.workspace),
+        guard(skillset, approver, save), skillset, refine=workspace_enums(context.workspace)
     )
     if watch is not None:
-        SkillWatcher(skillset, toolbox, approver, watch).start()
+        watcher = SkillWatcher(skillset, toolbox, approver, watch, save)
+        watcher.start()
+        toolbox.closers.append(watcher.stop)
     return toolbox
 
 
@@ -107,6 +108,8 @@ def _save_allow_rule(settings: Settings) -> Any:
 
 def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentLoop:
     """The agent loop with the settings' limits and decoding."""
+    from skills.toolbox import LiveToolbox
+
     d = settings.decoding
     prompt = load_prompt(settings.prompt_name)
     small = (
@@ -114,7 +117,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
         if settings.small_model
         else SmallModelSettings(answer_tool=False, select_tools=0)
     )
-    return AgentLoop(
+    loop = AgentLoop(
         backend=backend,
         toolbox=toolbox,
         system_prompt=system_prompt(prompt.text, toolbox),
@@ -142,6 +145,12 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
             seed=d.seed,
         ),
     )
+    if isinstance(toolbox, LiveToolbox):
+        # After a reload, new sessions get the new skills list in their system prompt.
+        toolbox.listeners.append(
+            lambda: setattr(loop, "system_prompt", system_prompt(prompt.text, toolbox))
+        )
+    return loop
 
 
 def open_session(settings: Settings, name: str | None) -> tuple[str, Session]:

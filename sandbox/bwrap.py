@@ -6,9 +6,11 @@ homes, ``/var``, ``/run``, ``/srv``, ``/mnt``, its world-writable folders and th
 sockets are simply not there; private size-limited ``/tmp`` (``/var/tmp`` points into it) and
 ``/dev/shm``; a read-only ``/dev`` with the usual devices; the workspace read-write at its own
 path, mounted from a descriptor; git metadata, start-up files and sockets in the workspace
-covered; clawloop's own folders and the user's home hidden. No network (except full-access),
-a cleared environment, no new user namespaces, a seccomp filter, and its own pid namespace
-that dies with clawloop.
+covered; clawloop's own folders and the user's home hidden. A command that may write only
+some paths gets the workspace read-only with those parts read-write over it. No network
+(except full-access, or through the per-host proxy of :mod:`sandbox.egress` where hosts are
+allowed), a cleared environment, no new user namespaces, a seccomp filter, and its own pid
+namespace that dies with clawloop.
 
 When clawloop runs as root, bubblewrap runs as root too (so it can mount the workspace from a
 descriptor without any permission on the folders above it) and the command is started inside
@@ -35,6 +37,10 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 EMPTY_DIRS = ("/home", "/root", "/run", "/var", "/mnt", "/srv")
 SHM_SIZE_MB = 64
 _MB = 1024 * 1024
+# Where the proxy's socket appears inside, and the port the relay listens on there.
+PROXY_SOCKET = "/run/clawloop/proxy.sock"
+RELAY_PORT = 3128
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY")
 
 
 @dataclass(slots=True)
@@ -51,6 +57,9 @@ class MountPlan:
     hidden: list[Path] = field(default_factory=list)  # folders replaced by an empty tmpfs
     seccomp_fd: int | None = None
     drop_to: tuple[int, int] | None = None  # (uid, gid) for setpriv inside, when run as root
+    # When set, the workspace is read-only but for these parts (fds opened by the caller).
+    writable: list[tuple[int, Path]] | None = None
+    proxy_socket: Path | None = None  # the host-side socket of the per-host network proxy
 
 
 def bwrap_path() -> str:
@@ -59,6 +68,25 @@ def bwrap_path() -> str:
     if found is None:
         raise UserError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
     return found
+
+
+def relay_python() -> str:
+    """A python3 inside the sandbox's view, for the network relay, or :class:`UserError`."""
+    found = shutil.which("python3", path=SAFE_PATH)
+    real = os.path.realpath(found) if found else ""
+    if not found or not any(_inside(Path(real), Path(p)) for p in SYSTEM_PATHS):
+        raise UserError(
+            "network hosts need python3 in the system folders for the sandbox's network relay "
+            "(apt-get install python3); without it a command gets no network at all"
+        )
+    return found
+
+
+def relay_argv(python: str) -> list[str]:
+    """``python3 -I -S -c RELAY SOCKET PORT``: the relay (no site, no PYTHON* variables), which
+    then becomes the command after it."""
+    source = (Path(__file__).with_name("relay.py")).read_text(encoding="utf-8")
+    return [python, "-I", "-S", "-c", source, PROXY_SOCKET, str(RELAY_PORT)]
 
 
 def _system_view() -> list[str]:
@@ -79,7 +107,7 @@ def bwrap_args(
     """The full command line: bwrap, its options, then ``argv`` (behind setpriv as root)."""
     ws = str(plan.workspace)
     spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
-    if plan.mode != "full-access":
+    if plan.mode != "full-access" or plan.proxy_socket is not None:
         spaces.append("--unshare-net")
     if plan.drop_to is None:
         spaces += ["--unshare-user", "--disable-userns"]
@@ -98,8 +126,10 @@ def bwrap_args(
             args += ["--size", "4096", "--perms", "0555", "--tmpfs", str(path)]
     if plan.mode != "full-access":
         args += _ancestors(plan.workspace)
-    bind = "--ro-bind-fd" if plan.mode == "read-only" else "--bind-fd"
-    args += [bind, str(plan.workspace_fd), ws]
+    read_only = plan.mode == "read-only" or plan.writable is not None
+    args += ["--ro-bind-fd" if read_only else "--bind-fd", str(plan.workspace_fd), ws]
+    for fd, path in plan.writable or []:
+        args += ["--bind-fd", str(fd), str(path)]
     for fd, path in plan.protected:
         args += ["--ro-bind-fd", str(fd), str(path)]
     for path in plan.covered:
@@ -107,12 +137,18 @@ def bwrap_args(
     for path in plan.hidden:
         if _inside(path, plan.workspace):
             args += ["--size", "4096", "--perms", "0555", "--tmpfs", str(path)]
+    env = dict(plan.env)
+    if plan.proxy_socket is not None:
+        args += _proxy_mounts(plan.proxy_socket)
+        url = f"http://127.0.0.1:{RELAY_PORT}"
+        env.update(dict.fromkeys(PROXY_VARIABLES, url), ALL_PROXY=url, no_proxy="", NO_PROXY="")
+        argv = [*relay_argv(relay_python()), *argv]
     if plan.mode != "full-access":
         args += ["--remount-ro", "/"]
     if plan.seccomp_fd is not None:
         args += ["--seccomp", str(plan.seccomp_fd)]
     args += ["--die-with-parent", "--new-session", "--chdir", ws, "--clearenv"]
-    for key, value in plan.env.items():
+    for key, value in env.items():
         args += ["--setenv", key, value]
     if plan.drop_to is None:
         return [*args, "--", *argv]
@@ -120,6 +156,12 @@ def bwrap_args(
     drop = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
     drop += ["--inh-caps=-all", "--bounding-set=-all", "--"]
     return [*args, "--", *drop, *argv]
+
+
+def _proxy_mounts(socket_path: Path) -> list[str]:
+    """The proxy's socket at :data:`PROXY_SOCKET`, in a folder any uid can search."""
+    folder = os.path.dirname(PROXY_SOCKET)
+    return ["--perms", "0755", "--dir", folder, "--ro-bind", str(socket_path), PROXY_SOCKET]
 
 
 def _ancestors(workspace: Path) -> list[str]:

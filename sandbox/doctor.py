@@ -40,6 +40,22 @@ def _bwrap_starts() -> tuple[bool, str]:
     return False, (result.stderr.strip().splitlines() or ["it did not start"])[0]
 
 
+def _relay_starts() -> tuple[bool, str]:
+    """Whether a command with a declared host starts (the proxy and its relay inside)."""
+    from sandbox.runner import SandboxRunner
+
+    settings = SandboxSettings(mode="read-only")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            runner = SandboxRunner(settings, Path(tmp), network=["127.0.0.1:9"])
+            result = runner.run(["true"], timeout=30)
+        except Exception as exc:  # the report says why instead of failing
+            return False, str(exc).splitlines()[0]
+    if result.exit_code == 0:
+        return True, "only the declared hosts, through the filtering proxy; nothing else"
+    return False, (result.stderr.strip().splitlines() or ["the relay did not start"])[0]
+
+
 def checks(settings: SandboxSettings | None = None) -> list[Check]:
     """Every guarantee, in the order docs/sandbox.md lists them."""
     settings = settings or SandboxSettings()
@@ -69,6 +85,12 @@ def checks(settings: SandboxSettings | None = None) -> list[Check]:
             "unix sockets out of view, those in the workspace covered",
         ),
         Check("network", ok, "none, not even the host's loopback (full-access shares it)"),
+        Check("a skill's hosts", *(_relay_starts() if ok else (False, "no sandbox"))),
+        Check(
+            "a skill's write paths",
+            ok,
+            "the workspace read-only but for the paths the skill declares",
+        ),
         Check(
             "git metadata",
             ok,

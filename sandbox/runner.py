@@ -25,12 +25,14 @@ from typing import Protocol
 from agent.errors import ToolError, UserError
 from sandbox.bwrap import SAFE_PATH, SYSTEM_PATHS, MountPlan, bwrap_args, bwrap_path
 from sandbox.cgroup import Cgroup, create, find_place
+from sandbox.egress import EgressProxy, parse_host
 from sandbox.grant import Identity, grant, identity_for, revoke
 from sandbox.limits import prlimit_argv, setpriv_argv, ulimit_script
 from sandbox.scan import Scan, refuse_new, scan
 from sandbox.seccomp import filter_fd
 from sandbox.secrets import is_secret_name
 from sandbox.settings import ResourceLimits, SandboxSettings
+from sandbox.writable import make_folders, open_beneath, writable_parts
 
 _log = logging.getLogger("clawloop.sandbox")
 _MB = 1024 * 1024
@@ -95,7 +97,9 @@ class SandboxRunner:
     """Runs commands for one workspace, under ``settings`` (backend "bwrap" or "off").
 
     ``hidden`` are clawloop's own folders and files (config, data, audit log, traces): a
-    sandboxed command never sees them, wherever they are.
+    sandboxed command never sees them, wherever they are. ``network`` are the only hosts a
+    command may reach (through :mod:`sandbox.egress`; none: no network, as the mode says);
+    ``write_paths``, when given, the only workspace globs it may write (:mod:`sandbox.writable`).
     """
 
     def __init__(
@@ -104,8 +108,13 @@ class SandboxRunner:
         workspace: Path,
         environ: Mapping[str, str] | None = None,
         hidden: Sequence[Path] = (),
+        *,
+        network: Sequence[str] = (),
+        write_paths: Sequence[str] | None = None,
     ) -> None:
         self.settings = settings
+        self.network = [parse_host(h) for h in network]
+        self.write_paths = None if write_paths is None else list(write_paths)
         self.workspace = workspace.resolve()
         self.environ = dict(os.environ if environ is None else environ)
         self.hidden = [Path(p) for p in hidden]
@@ -168,7 +177,12 @@ class SandboxRunner:
         fds: list[int] = []
         notes: list[str] = []
         identity: Identity | None = None
+        proxy = EgressProxy(self.network) if self.network else None
         try:
+            if self.write_paths is not None and self.settings.mode == "workspace-write":
+                make_folders(self.workspace, writable_parts(self.workspace, self.write_paths))
+            if proxy is not None:
+                proxy.start()
             if os.geteuid() == 0:
                 identity = identity_for(self.workspace, self.settings.sandbox_uid)
                 if identity.needs_grant:
@@ -177,11 +191,14 @@ class SandboxRunner:
                     if given.skipped_links:
                         notes.append(_links_note(given.skipped_links))
             group = self._cgroup()
-            cmd, kwargs = self._command(argv, fds, before, identity)
+            cmd, kwargs = self._command(argv, fds, before, identity, proxy)
             uid = identity.uid if identity is not None else os.geteuid()
             cmd = group.wrap(cmd, ulimit_script(limits, uid))
             result = _execute(cmd, kwargs, timeout, limits, self.workspace)
         finally:
+            if proxy is not None:
+                proxy.stop()
+                notes += proxy.notes()
             for fd in fds:
                 os.close(fd)
             if identity is not None and identity.needs_grant:
@@ -208,7 +225,12 @@ class SandboxRunner:
         return self._group
 
     def _command(
-        self, argv: list[str], fds: list[int], found: Scan, identity: Identity | None
+        self,
+        argv: list[str],
+        fds: list[int],
+        found: Scan,
+        identity: Identity | None,
+        proxy: EgressProxy | None = None,
     ) -> tuple[list[str], dict[str, object]]:
         bwrap = bwrap_path()
         fds.append(os.open(self.workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
@@ -228,6 +250,10 @@ class SandboxRunner:
             (plan.hidden if path.is_dir() else plan.covered).append(path)
         if identity is not None:
             plan.drop_to = (identity.uid, identity.gid)
+        if self.write_paths is not None and self.settings.mode == "workspace-write":
+            plan.writable = self._writable(fds)
+        if proxy is not None:
+            plan.proxy_socket = proxy.socket_path
         plan.seccomp_fd = filter_fd()
         if plan.seccomp_fd is not None:
             fds.append(plan.seccomp_fd)
@@ -238,6 +264,19 @@ class SandboxRunner:
         }
         setpriv = setpriv_argv(0)[0]
         return bwrap_args(plan, argv, bwrap, setpriv), kwargs
+
+    def _writable(self, fds: list[int]) -> list[tuple[int, Path]] | None:
+        """The declared writable parts, opened beneath the workspace (None: all of it)."""
+        parts = writable_parts(self.workspace, self.write_paths or [])
+        if parts.whole:
+            return None
+        opened = []
+        for rel in [*parts.folders, *parts.paths]:
+            fd = open_beneath(fds[0], rel)
+            if fd is not None:
+                fds.append(fd)
+                opened.append((fd, self.workspace / rel))
+        return opened
 
     def _hidden(self) -> list[Path]:
         """clawloop's folders and the user's homes that the view would otherwise show."""

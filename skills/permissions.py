@@ -2,9 +2,10 @@
 
 A skill that is not built in gets a context whose runner and path resolver refuse whatever its
 manifest does not declare, whatever the global rules allow: a program not in ``commands``, a
-path outside ``read`` / ``write``. Its programs see only the variables in ``env``, run without
-network unless it declares hosts, and without write access unless it declares write paths
-(the OS sandbox enforces those two, not this file).
+path outside ``read`` / ``write``. Its programs see only the variables in ``env``, reach only
+the hosts in ``network`` (none: no network at all), and write only the workspace paths in
+``write`` (the OS sandbox enforces those two, not this file: see :mod:`sandbox.egress` and
+:mod:`sandbox.writable`).
 """
 
 from __future__ import annotations
@@ -135,10 +136,17 @@ def scoped_context(context: SkillContext, skill: str, permissions: Permissions) 
     mode = settings.mode
     if not permissions.write:
         mode = "read-only"
-    elif mode == "full-access" and not permissions.network:
-        mode = "workspace-write"  # full access is the only mode with network
+    elif mode == "full-access":
+        mode = "workspace-write"  # a skill gets its declared paths and hosts, never the machine
     sandbox = settings.model_copy(update={"env_allowlist": list(permissions.env), "mode": mode})
-    runner = SandboxRunner(sandbox, context.workspace, context.environ)
+    runner = SandboxRunner(
+        sandbox,
+        context.workspace,
+        context.environ,
+        getattr(context.runner, "hidden", ()),
+        network=permissions.network,
+        write_paths=permissions.write,
+    )
     return dataclasses.replace(
         context,
         settings=sandbox,

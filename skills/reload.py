@@ -27,11 +27,13 @@ class SkillWatcher:
         toolbox: LiveToolbox,
         approver: Approver | None,
         on_reload: Callable[[str], None] = lambda _message: None,
+        save_rule: Callable[[str], object] | None = None,
     ) -> None:
         self.skillset = skillset
         self.toolbox = toolbox
         self.approver = approver
         self.on_reload = on_reload
+        self.save_rule = save_rule  # the same "always" keeper the first toolbox had
         self._timer: threading.Timer | None = None
         self._guard = threading.Lock()
         self._observer: Any = None
@@ -51,6 +53,8 @@ class SkillWatcher:
                 if event.event_type in ("opened", "closed_no_write"):
                     return
                 paths = {str(event.src_path), str(getattr(event, "dest_path", "") or "")}
+                if all("/__pycache__" in p or not p for p in paths):
+                    return  # Python's own byte code, written when a skill file is imported
                 if self.only is None or self.only in paths:
                     watcher.changed()
 
@@ -84,7 +88,7 @@ class SkillWatcher:
             self.reloads += 1
             self.on_reload(f"skills not reloaded: {exc.message}")
             return
-        self.toolbox.replace(guard(self.skillset, self.approver))
+        self.toolbox.replace(guard(self.skillset, self.approver, self.save_rule))
         self.reloads += 1
         after = set(self.toolbox.names())
         parts = [f"+{n}" for n in sorted(after - before)] + [

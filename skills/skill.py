@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agent.errors import UserError
 from agent.tools import Tool
+from sandbox.egress import parse_host
 
 if TYPE_CHECKING:
     from skills.context import SkillContext
@@ -24,8 +26,9 @@ class Permissions(BaseModel):
     """A skill's permission manifest: everything it may touch, checked at run time.
 
     ``commands`` are program names (``curl``) or command-line globs (``git log*``); ``read`` and
-    ``write`` are path globs (relative to the workspace, or absolute); ``network`` are host
-    names; ``env`` are environment variables the skill's programs receive.
+    ``write`` are path globs (relative to the workspace, or absolute); ``network`` are hosts
+    (``api.example.org``, ``*.example.org``, ``host:port``, an address such as
+    ``127.0.0.1:8080``); ``env`` are environment variables the skill's programs receive.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -35,6 +38,16 @@ class Permissions(BaseModel):
     write: list[str] = Field(default_factory=list)
     network: list[str] = Field(default_factory=list)
     env: list[str] = Field(default_factory=list)
+
+    @field_validator("network")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            try:
+                parse_host(host)
+            except UserError as exc:
+                raise ValueError(exc.message) from None
+        return hosts
 
     def lines(self) -> list[str]:
         """The manifest as lines a person reads before consenting."""

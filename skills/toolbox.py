@@ -149,7 +149,12 @@ def _sourced(tool: Tool, skill: Skill) -> Tool:
 
 
 class LiveToolbox(Toolbox):
-    """A toolbox whose tools can be swapped while the agent runs (hot reload)."""
+    """A toolbox whose tools can be swapped while the agent runs (hot reload).
+
+    The next request offers the new tools; ``listeners`` are told after each swap (the front
+    end refreshes what it derived from the tools, such as the system prompt's skills list);
+    ``closers`` run on :meth:`close` (the folder watcher's ``stop``).
+    """
 
     def __init__(
         self,
@@ -159,10 +164,19 @@ class LiveToolbox(Toolbox):
     ) -> None:
         super().__init__(tools, refine)
         self.skillset = skillset
+        self.listeners: list[Callable[[], None]] = []
+        self.closers: list[Callable[[], None]] = []
 
     def replace(self, tools: Iterable[Tool]) -> None:
         fresh = Toolbox(tools)
-        self._tools = dict(fresh.as_mapping())
+        self._tools = dict(fresh.as_mapping())  # one assignment: a running turn sees old or new
+        for listener in self.listeners:
+            listener()
+
+    def close(self) -> None:
+        """Stop watching for changes (the tools stay as they are)."""
+        for closer in self.closers:
+            closer()
 
 
 def build_tools(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from agent.tools import ContentPart, Tool, ToolResult
 from sandbox.rules import RuleTarget
@@ -93,10 +94,18 @@ def mcp_skill(name: str, server: McpServer) -> Skill:
         permissions=Permissions(
             commands=server.command[:1] if server.command else [],
             read=server.read,
-            network=["*"] if server.network else ([str(server.url)] if server.url else []),
+            network=["*"] if server.network else [_host_of(str(server.url))] if server.url else [],
             env=server.env,
         ),
         close=close,
         source=f"mcp {where}",
         metadata={"configured": True},
     )
+
+
+def _host_of(url: str) -> str:
+    """``host:port`` of a server URL, as a manifest names a network host."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"

@@ -33,6 +33,8 @@ MODULES = [
     "test_sandbox_files_bounded.py",
     "test_sandbox_secrets_escape.py",
     "test_sandbox_workspace_refusal.py",
+    "test_sandbox_egress.py",
+    "test_sandbox_write_paths.py",
 ]
 
 
