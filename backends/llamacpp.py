@@ -328,7 +328,8 @@ def make_llamacpp_backend(
 ) -> LocalBackend:
     """A LocalBackend on a GGUF file (the bundled SmolLM2-135M-Instruct by default).
 
-    ``adapter`` is a GGUF LoRA file applied at load ("none" or empty: none).
+    ``adapter`` is a GGUF LoRA file applied at load: unset, the shipped adapter for the bundled
+    model (if the package holds one); "none", no adapter.
     """
     from backends.lora_gguf import adapter_path
 

@@ -54,6 +54,14 @@ def test_prompts_ship_inside_the_wheel(wheel: Path) -> None:
         assert "agent/prompts/default.md" in zf.namelist()
 
 
+def test_the_shipped_adapter_ships_inside_the_wheel(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        info = zf.getinfo("backends/adapters/smollm2-135m-clawloop.gguf")
+    assert "backends/adapters/smollm2-135m-clawloop.json" in names
+    assert info.file_size <= 20 * 1024 * 1024
+
+
 def test_help_does_not_import_torch() -> None:
     code = (
         "import sys\n"

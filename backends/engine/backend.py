@@ -110,7 +110,8 @@ def load_engine(
     One engine per (model, device, dtype) per process: the first call loads the model and sizes
     its KV cache; later calls reuse it. ``options`` are :class:`EngineSettings` keys (others are
     ignored).
-    ``adapter`` is a GGUF LoRA file, merged into the weights at load ("none" or empty: none).
+    ``adapter`` is a GGUF LoRA file, merged into the weights at load: unset, the shipped
+    adapter for the bundled model (if the package holds one); "none", no adapter.
     """
     from backends.chat_template import ChatTemplate
     from backends.default_model import default_adapter, default_model_path

@@ -128,7 +128,9 @@ def test_plain_answer_matches_llama_cpp_itself(backend: LocalBackend):
 
     decoder = backend.decoder
     assert isinstance(decoder, LlamaCppDecoder)
-    llm = load_llama(decoder.model_path, decoder.n_ctx, decoder.threads, decoder.extra_buffers).llm
+    llm = load_llama(
+        decoder.model_path, decoder.n_ctx, decoder.threads, decoder.extra_buffers, decoder.adapter
+    ).llm
     llm.reset()
     prompt = backend.template.render(messages)
     reference = llm.create_completion(prompt, max_tokens=24, temperature=0.0)
@@ -232,7 +234,9 @@ def test_agent_loop_runs_a_real_tool_call_and_answers(tmp_path: Path):
         executed.append(city)
         return reports.get(city, f"no weather report for {city}")
 
-    backend = make_llamacpp_backend(threads=1, n_ctx=2048, tool_first=True)
+    # The bare model: this loop's tools have no answer tool, and the shipped adapter is trained
+    # on the small-model profile's tools, where the answer is a call (test_shipped_adapter.py).
+    backend = make_llamacpp_backend(threads=1, n_ctx=2048, tool_first=True, adapter="none")
     usages: list[Usage] = []
 
     class Recording:
