@@ -83,7 +83,8 @@ def train(
     """Train a LoRA adapter (OUT/adapter.gguf, with OUT/manifest.json) on the CPU.
 
     Examples come from exported traces (--data), from a generated curriculum solved by its
-    scripted gold calls (--curriculum N), or both. A checkpoint is written after every epoch;
+    scripted gold calls (--curriculum N), from the model's own passing attempts at generated
+    tasks (--self-play N), or any mix of them. A checkpoint is written after every epoch;
     run the same command again to resume a run that was stopped.
     """
     from backends.default_model import check_gguf, default_model_path

@@ -225,3 +225,19 @@ def test_a_run_started_from_an_adapter_starts_where_it_ended(
     wrong = TrainSettings(epochs=1, rank=2, start_from=str(trained / "adapter.gguf"))
     with pytest.raises(UserError, match="--rank 4"):
         train(tiny_gguf, EXAMPLES, tmp_path / "wrong", wrong, {})
+
+
+def test_self_play_through_the_cli_records_its_round(tiny_gguf: Path, tmp_path: Path) -> None:
+    """A self-play round whose tries all fail keeps nothing, says so, and trains on the rest."""
+    out = tmp_path / "round"
+    trained = _agent(
+        "train", "--self-play", "2", "--tries", "1", "-b", "fake", "--curriculum", "2",
+        "--model", str(tiny_gguf), "--epochs", "1", "--out", str(out),
+        env={"CLAWLOOP_DATA_DIR": str(tmp_path / "data")},
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    assert "self-play: 0/2 tasks passed, 0 examples kept" in trained.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["data"]["self_play"]["passed"] == 0
+    assert manifest["data"]["self_play"]["tasks"] == 2 and manifest["data"]["curriculum"]
+    assert (out / "self-play.jsonl").read_text() == ""
