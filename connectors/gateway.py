@@ -4,6 +4,10 @@ A message goes: duplicate check → who is it (owner, allowed, paired, stranger)
 rule → rate limit → chat command or agent turn. Strangers get a pairing code and never reach the
 model or a tool. Turns in one chat run one at a time, in order; chats run concurrently, each turn
 on its own run context.
+
+An "always" answer allows the rest of its turn at once (the run's overlay) and is saved to the
+config file by the tool; every turn that starts afterwards, in any chat, begins with it in its
+overlay, as it would after a restart. A turn already running elsewhere is not changed.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ class Gateway:
         self.limiter = RateLimiter(self.options.rate_per_minute, self.options.rate_burst, clock)
         self.chats: dict[str, ChatSession] = {}
         self.asks: dict[str, OpenAsk] = {}
+        self.always: list[str] = []  # allow rules said "always" to since the start
         self.stopping = False
         self._executor = ThreadPoolExecutor(
             max_workers=self.options.max_turns_at_once, thread_name_prefix="turn"
@@ -260,7 +265,7 @@ class Gateway:
             self.state.finish(message.key)
             return
         _close_dangling_calls(chat.session)
-        context = RunContext(ask_timeout_s=self.options.ask_timeout_s)
+        context = RunContext(ask_timeout_s=self.options.ask_timeout_s, allowed=list(self.always))
         session = chat.session
         turn = Turn(
             connector,
@@ -270,6 +275,7 @@ class Gateway:
             self._executor,
             on_ask=lambda ask: self.asks.__setitem__(ask.event.id, ask),
             on_ask_closed=lambda ask_id: self.asks.pop(ask_id, None),
+            on_always=self._remember_always,
         )
         chat.running = turn
         log(logging.INFO, "turn_started", message=message.key, run=context.run_id)
@@ -285,6 +291,11 @@ class Gateway:
             await self._reply(message, "(no answer)")
         self.state.finish(message.key)
         log(logging.INFO, "turn_done", message=message.key, run=context.run_id)
+
+    def _remember_always(self, rule: str) -> None:
+        if rule not in self.always:
+            self.always.append(rule)
+            log(logging.INFO, "always_allowed", rule=rule)
 
     async def _reply(self, message: Incoming, text: str) -> None:
         connector = self.connectors.get(message.platform)
