@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from agent.errors import UserError
-from connectors.base import Button, Incoming, OnMessage
+from connectors.base import Button, FileTooLarge, Incoming, IncomingFile, OnMessage
 from connectors.logs import log
 from connectors.state import GatewayState
 
@@ -170,8 +170,8 @@ class DiscordConnector:
         text: str | None = message.content
         if mentioned and text is not None:
             text = text.replace(f"<@{me.id}>", "").replace(f"<@!{me.id}>", "").strip()
-        attachments = [a.filename for a in message.attachments]
-        if attachments and not text:
+        files = [IncomingFile(a.filename, a.size, a.url) for a in message.attachments]
+        if files and not text:
             text = None
         return Incoming(
             "discord",
@@ -182,7 +182,7 @@ class DiscordConnector:
             str(message.id),
             text,
             addressed=private or mentioned or replied,
-            attachments=attachments,
+            files=files,
         )
 
     async def _button(self, interaction: Any) -> None:
@@ -235,3 +235,12 @@ class DiscordConnector:
 
     async def typing(self, chat_id: str) -> None:
         await self.client.get_partial_messageable(int(chat_id)).typing()
+
+    async def download(self, file: IncomingFile, max_bytes: int) -> bytes:
+        """The attachment from its URL (Discord's CDN), through the client's own session."""
+        if file.size is not None and file.size > max_bytes:
+            raise FileTooLarge(file.size, max_bytes)
+        data: bytes = await self.client.http.get_from_cdn(file.ref)
+        if len(data) > max_bytes:
+            raise FileTooLarge(len(data), max_bytes)
+        return data

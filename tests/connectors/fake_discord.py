@@ -4,6 +4,7 @@ REST answers with content type exactly ``application/json``, as discord.py expec
 gateway does the real cycle: HELLO (op 10), IDENTIFY (op 2) answered by a READY dispatch,
 heartbeats (op 1) acknowledged (op 11), RESUME (op 6) answered by RESUMED, then
 ``MESSAGE_CREATE`` dispatches (op 0). It refuses an IDENTIFY without the message-content intent.
+Attachments are served from their URL, as Discord's CDN serves them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import threading
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import WSMsgType, web
 
@@ -46,6 +48,8 @@ class FakeDiscord:
         self.history: dict[int, list[dict[str, Any]]] = {}
         self.identifies: list[dict[str, Any]] = []
         self.resumes = 0
+        self.files: dict[str, bytes] = {}  # attachment path -> content
+        self.downloads: list[str] = []
         self.sockets: list[web.WebSocketResponse] = []
         self.lock = threading.Lock()
         self.seq = 0
@@ -63,6 +67,7 @@ class FakeDiscord:
         app.router.add_patch("/api/v10/channels/{cid}/messages/{mid}", self._patch)
         app.router.add_post("/api/v10/channels/{cid}/typing", self._typing)
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/attachments/{path:.+}", self._attachment)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port or self.port)
@@ -135,6 +140,15 @@ class FakeDiscord:
             self.typing.append(int(request.match_info["cid"]))
         return web.Response(status=204)
 
+    async def _attachment(self, request: web.Request) -> web.Response:
+        path = request.match_info["path"]
+        with self.lock:
+            self.downloads.append(path)
+            data = self.files.get(path)
+        if data is None:
+            return web.Response(status=404)
+        return web.Response(body=data, content_type="application/octet-stream")
+
     async def _history(self, request: web.Request) -> web.Response:
         cid = int(request.match_info["cid"])
         after = int(request.query.get("after", "0"))
@@ -205,6 +219,7 @@ class FakeDiscord:
         guild: bool = False,
         mention: bool = False,
         live: bool = True,
+        files: list[tuple[str, bytes]] | None = None,
     ) -> int:
         """A user writes; ``live=False`` only stores it (sent while the bot was away)."""
         mid = next(self.ids)
@@ -212,6 +227,16 @@ class FakeDiscord:
                 "avatar": None}  # fmt: skip
         content = f"<@{BOT_ID}> {text}" if mention else text
         data = message(channel_id, mid, content, user)
+        for name, body in files or []:
+            aid = next(self.ids)
+            path = f"{channel_id}/{aid}/{name}"
+            with self.lock:
+                self.files[path] = body
+            url = f"http://127.0.0.1:{self.port}/attachments/{quote(path)}"
+            data["attachments"].append(
+                {"id": str(aid), "filename": name, "size": len(body), "url": url,
+                 "proxy_url": url, "content_type": "application/octet-stream"}
+            )  # fmt: skip
         if mention:
             data["mentions"] = [BOT]
         if guild:
