@@ -249,13 +249,16 @@ class TelegramConnector:
 
 def _files(msg: Any) -> list[IncomingFile]:
     """The files of a message (a photo in its largest size); stickers are not files here."""
-    found = []
+    found: list[IncomingFile] = []
+    seen: set[str] = set()
     for kind, suffix in _UNNAMED.items():
         item = getattr(msg, kind, None)
         if isinstance(item, tuple | list):  # a photo comes in several sizes, largest last
             item = item[-1] if item else None
-        if item is None:
+        # An animation also comes as a document: the same file, saved once.
+        if item is None or item.file_unique_id in seen:
             continue
+        seen.add(item.file_unique_id)
         name = getattr(item, "file_name", None) or f"{kind}-{item.file_unique_id}{suffix}"
         found.append(IncomingFile(name, item.file_size, item.file_id))
     return found
