@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextvars
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -36,10 +36,13 @@ from agent.messages import (
     ToolSpec,
     UserMessage,
 )
-from agent.run_context import RunContext, new_run_id
+from agent.run_context import RunContext, context_for_call, new_run_id
 from agent.session import Session
 from agent.tools import Tool, Toolbox, ToolResult, observation
 from agent.validation import check_call
+
+# How long a running tool gets to end once its run is cancelled, before it is abandoned.
+CANCEL_GRACE_S = 2.0
 
 
 @dataclass(slots=True)
@@ -342,10 +345,12 @@ class AgentLoop:
     def _run_tool(self, fn: Callable[[], ToolResult], ctx: RunContext) -> ToolResult:
         """Run on the run's own threads; the timeout starts now, after any approval.
 
-        A call that times out or is cancelled before it started is cancelled for good; one
-        already running is abandoned (its sandbox's own limits still end it).
+        A call that times out or is cancelled before it started is cancelled for good. One
+        already running sees the run's cancel token through :func:`current_run` (the sandbox
+        kills its command); it gets a moment to end, then it is abandoned (its sandbox's own
+        limits still end it).
         """
-        future: Future[ToolResult] = ctx.executor.submit(contextvars.copy_context().run, fn)
+        future: Future[ToolResult] = ctx.executor.submit(context_for_call(ctx).run, fn)
         deadline = time.monotonic() + self.limits.tool_timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -353,11 +358,18 @@ class AgentLoop:
                 future.cancel()
                 raise FutureTimeout
             try:
-                return future.result(timeout=min(0.05, remaining))
+                result = future.result(timeout=min(0.05, remaining))
             except FutureTimeout:
                 if ctx.cancel.is_set():
-                    future.cancel()
+                    if not future.cancel():
+                        # Running: let it clean up (a killed command is gone before we say so).
+                        with contextlib.suppress(Exception):
+                            future.result(timeout=CANCEL_GRACE_S)
                     raise _Cancelled from None
+                continue
+            if ctx.cancel.is_set():
+                raise _Cancelled  # it ended because the run was stopped (a killed command)
+            return result
 
 
 class _Cancelled(Exception):

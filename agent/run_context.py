@@ -3,10 +3,14 @@
 A front end (the terminal, a chat connector) makes a :class:`RunContext` per run and passes it to
 ``AgentLoop.run()``; the loop hands it on to every tool that accepts it. Nothing in it is shared
 between runs, so one chat's slow tool or open question never holds up another chat.
+
+While a tool call runs, :func:`current_run` returns its run's context, so code far below the
+tool (the sandbox's command runner) sees the cancel token without every layer passing it on.
 """
 
 from __future__ import annotations
 
+import contextvars
 import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -61,3 +65,20 @@ class RunContext:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
+
+
+_CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
+    "clawloop_run", default=None
+)
+
+
+def current_run() -> RunContext | None:
+    """The run whose tool call is executing on this thread, if any."""
+    return _CURRENT.get()
+
+
+def context_for_call(run: RunContext) -> contextvars.Context:
+    """A copy of the caller's context variables in which :func:`current_run` is ``run``."""
+    copied = contextvars.copy_context()
+    copied.run(_CURRENT.set, run)
+    return copied

@@ -133,6 +133,9 @@ def gateway(
         rate_per_minute=settings.gateway.rate_per_minute,
         rate_burst=settings.gateway.rate_burst,
         max_turns_at_once=settings.gateway.max_turns_at_once,
+        accept_files=settings.gateway.accept_files,
+        max_file_bytes=int(settings.gateway.max_file_mb * 1024 * 1024),
+        workspace=settings.workspace.expanduser().resolve(),
     )
     gw = Gateway(
         connectors,

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 ChatKind = Literal["private", "group"]
+
+
+@dataclass(slots=True)
+class IncomingFile:
+    """A file sent with a message: its name and size as the platform says, and its handle."""
+
+    name: str
+    size: int | None  # bytes; None if the platform does not say before the download
+    ref: str  # what the connector downloads it by: Telegram's file_id, Discord's URL
 
 
 @dataclass(slots=True)
@@ -19,10 +28,17 @@ class Incoming:
     sender_id: str
     sender_name: str
     message_id: str
-    text: str | None  # None: not a text message (a photo, a file, a sticker)
+    text: str | None  # None: no text (a file without a caption, a sticker)
     addressed: bool = True  # private chat, or the bot was mentioned or replied to
     from_button: bool = False  # an inline button press, turned into its command
-    attachments: list[str] = field(default_factory=list)
+    files: list[IncomingFile] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Incoming:
+        """The message as :func:`dataclasses.asdict` wrote it (the gateway's state file)."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["files"] = [IncomingFile(**f) for f in fields.get("files") or []]
+        return cls(**fields)
 
     @property
     def key(self) -> str:
@@ -85,3 +101,16 @@ class Connector(Protocol):
     async def check(self) -> str:
         """Validate the token against the platform without receiving; returns the bot's name."""
         ...
+
+    async def download(self, file: IncomingFile, max_bytes: int) -> bytes:
+        """The file's bytes; :class:`FileTooLarge` past ``max_bytes`` (checked before if known)."""
+        ...
+
+
+class FileTooLarge(Exception):
+    """A sent file is over the size limit; it is not saved."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"{size} bytes, over the limit of {limit}")
+        self.size = size
+        self.limit = limit

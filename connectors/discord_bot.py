@@ -1,7 +1,9 @@
 """Discord, through discord.py: the gateway websocket, with the message-content intent.
 
-discord.py reconnects (and resumes) with backoff by itself. Each channel's last handled message
-id is saved; on start, what a channel got while the gateway was down is fetched and handled.
+discord.py reconnects (and resumes) with backoff by itself after network errors; anything else
+ends its ``connect()`` (a dispatch it cannot parse, say), so the connector connects again rather
+than go deaf. Each channel's last handled message id is saved; on start, what a channel got
+while the gateway was down is fetched and handled.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 from typing import Any
 
 from agent.errors import UserError
-from connectors.base import Button, Incoming, OnMessage
+from connectors.base import Button, FileTooLarge, Incoming, IncomingFile, OnMessage
 from connectors.logs import log
 from connectors.state import GatewayState
 
@@ -20,6 +22,7 @@ MAX_LENGTH = 2000
 DEFAULT_API_BASE = "https://discord.com/api/v10"
 DEFAULT_GATEWAY_URL = "wss://gateway.discord.gg/"
 READY_TIMEOUT_S = 30.0
+MAX_RECONNECT_WAIT_S = 60.0
 
 
 def _discord() -> Any:
@@ -58,7 +61,9 @@ class DiscordConnector:
         self._guild_ready_timeout = guild_ready_timeout
         self.client: Any = None
         self._task: asyncio.Task[None] | None = None
+        self._connection: asyncio.Task[None] | None = None
         self._on_message: OnMessage | None = None
+        self._stopping = False
 
     def _make_client(self) -> Any:
         discord = self._dc
@@ -102,28 +107,53 @@ class DiscordConnector:
         self._on_message = on_message
         await self.check()
         client = self.client
-        self._task = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
+        first = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
         ready = asyncio.create_task(client._clawloop_ready.wait())
         done, _ = await asyncio.wait(
-            {self._task, ready}, timeout=READY_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
+            {first, ready}, timeout=READY_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
         )
-        if self._task in done:
+        if first in done:
             ready.cancel()
-            exc = self._task.exception()
+            exc = first.exception()
             raise UserError(f"the Discord gateway connection failed: {exc!r}")
         if ready not in done:
             ready.cancel()
+            first.cancel()
             raise UserError(f"Discord's gateway did not get ready within {READY_TIMEOUT_S:g} s")
+        self._connection = first
+        self._task = asyncio.create_task(self._stay_connected(), name="discord-watch")
         await self._catch_up()
 
     async def stop(self) -> None:
+        self._stopping = True
         if self.client is not None:
             with contextlib.suppress(Exception):
                 await self.client.close()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        for task in (self._task, self._connection):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _stay_connected(self) -> None:
+        """Connect again whenever ``connect()`` ends with an error it did not retry itself."""
+        wait = 1.0
+        while self._connection is not None:
+            try:
+                await self._connection
+                return  # closed by stop()
+            except Exception as exc:
+                if self._stopping:
+                    return
+                log(logging.ERROR, "discord_gateway_failed", error=repr(exc), retry_in=wait)
+            if self.client.ws is not None:
+                with contextlib.suppress(Exception):
+                    await self.client.ws.close(code=1000)
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, MAX_RECONNECT_WAIT_S)
+            self._connection = asyncio.create_task(
+                self.client.connect(reconnect=True), name="discord-gateway"
+            )
 
     async def _catch_up(self) -> None:
         """Handle what arrived in known channels while the gateway was not running."""
@@ -170,8 +200,8 @@ class DiscordConnector:
         text: str | None = message.content
         if mentioned and text is not None:
             text = text.replace(f"<@{me.id}>", "").replace(f"<@!{me.id}>", "").strip()
-        attachments = [a.filename for a in message.attachments]
-        if attachments and not text:
+        files = [IncomingFile(a.filename, a.size, a.url) for a in message.attachments]
+        if files and not text:
             text = None
         return Incoming(
             "discord",
@@ -182,7 +212,7 @@ class DiscordConnector:
             str(message.id),
             text,
             addressed=private or mentioned or replied,
-            attachments=attachments,
+            files=files,
         )
 
     async def _button(self, interaction: Any) -> None:
@@ -230,8 +260,18 @@ class DiscordConnector:
         return str(sent.id)
 
     async def edit(self, chat_id: str, message_id: str, text: str) -> None:
+        """Replace the text and drop any buttons (an answered ask keeps none to click)."""
         channel = self.client.get_partial_messageable(int(chat_id))
-        await channel.get_partial_message(int(message_id)).edit(content=text)
+        await channel.get_partial_message(int(message_id)).edit(content=text, view=None)
 
     async def typing(self, chat_id: str) -> None:
         await self.client.get_partial_messageable(int(chat_id)).typing()
+
+    async def download(self, file: IncomingFile, max_bytes: int) -> bytes:
+        """The attachment from its URL (Discord's CDN), through the client's own session."""
+        if file.size is not None and file.size > max_bytes:
+            raise FileTooLarge(file.size, max_bytes)
+        data: bytes = await self.client.http.get_from_cdn(file.ref)
+        if len(data) > max_bytes:
+            raise FileTooLarge(len(data), max_bytes)
+        return data

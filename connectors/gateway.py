@@ -4,6 +4,13 @@ A message goes: duplicate check → who is it (owner, allowed, paired, stranger)
 rule → rate limit → chat command or agent turn. Strangers get a pairing code and never reach the
 model or a tool. Turns in one chat run one at a time, in order; chats run concurrently, each turn
 on its own run context.
+
+An "always" answer allows the rest of its turn at once (the run's overlay) and is saved to the
+config file by the tool; every turn that starts afterwards, in any chat, begins with it in its
+overlay, as it would after a restart. A turn already running elsewhere is not changed.
+
+A file sent by an owner is saved into the workspace's inbox when ``accept_files`` is on (and it
+is within ``max_file_bytes``); the turn is told where. Anyone else's file is never downloaded.
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ from agent.messages import AssistantMessage, ToolMessage
 from agent.run_context import RunContext
 from agent.session import Session
 from connectors.access import AccessList
-from connectors.base import Connector, Incoming
+from connectors.base import Connector, FileTooLarge, Incoming
 from connectors.chunking import split_message
+from connectors.inbox import save_file
 from connectors.logs import LOGGER, log
 from connectors.ratelimit import RateLimiter
 from connectors.state import GatewayState
@@ -43,6 +51,9 @@ class GatewayOptions:
     rate_burst: int = 5
     max_turns_at_once: int = 64
     shutdown_grace_s: float = 10.0
+    accept_files: bool = False  # save owners' files into ``workspace``'s inbox
+    max_file_bytes: int = 20 * 1024 * 1024
+    workspace: Path | None = None
 
 
 @dataclass
@@ -84,6 +95,7 @@ class Gateway:
         self.limiter = RateLimiter(self.options.rate_per_minute, self.options.rate_burst, clock)
         self.chats: dict[str, ChatSession] = {}
         self.asks: dict[str, OpenAsk] = {}
+        self.always: list[str] = []  # allow rules said "always" to since the start
         self.stopping = False
         self._executor = ThreadPoolExecutor(
             max_workers=self.options.max_turns_at_once, thread_name_prefix="turn"
@@ -142,11 +154,13 @@ class Gateway:
         if role == "stranger":
             await self._refuse_stranger(message)
             return
-        if message.text is None:
+        if message.files and not (self._takes_files() and role == "owner"):
+            message.files = []  # never downloaded: only the owner's, and only if allowed
+        if message.text is None and not message.files:
             await self._reply(message, TEXT_ONLY)
             self.state.finish(message.key)
             return
-        command, _, rest = message.text.strip().partition(" ")
+        command, _, rest = (message.text or "").strip().partition(" ")
         command = command.split("@", 1)[0].lower()
         handler = {
             "/approve": self._cmd_approve,
@@ -259,8 +273,13 @@ class Gateway:
             await self._reply(message, f"Started a new session ({chat.name}).")
             self.state.finish(message.key)
             return
+        if message.files:
+            text = await self._take_files(message, text)
+            if not text:
+                self.state.finish(message.key)
+                return
         _close_dangling_calls(chat.session)
-        context = RunContext(ask_timeout_s=self.options.ask_timeout_s)
+        context = RunContext(ask_timeout_s=self.options.ask_timeout_s, allowed=list(self.always))
         session = chat.session
         turn = Turn(
             connector,
@@ -270,6 +289,7 @@ class Gateway:
             self._executor,
             on_ask=lambda ask: self.asks.__setitem__(ask.event.id, ask),
             on_ask_closed=lambda ask_id: self.asks.pop(ask_id, None),
+            on_always=self._remember_always,
         )
         chat.running = turn
         log(logging.INFO, "turn_started", message=message.key, run=context.run_id)
@@ -285,6 +305,41 @@ class Gateway:
             await self._reply(message, "(no answer)")
         self.state.finish(message.key)
         log(logging.INFO, "turn_done", message=message.key, run=context.run_id)
+
+    def _takes_files(self) -> bool:
+        return self.options.accept_files and self.options.workspace is not None
+
+    async def _take_files(self, message: Incoming, text: str) -> str:
+        """Save the message's files; returns the turn's text with a note of where they are."""
+        connector = self.connectors[message.platform]
+        workspace = self.options.workspace
+        limit = self.options.max_file_bytes
+        notes, problems = [], []
+        for file in message.files:
+            try:
+                data = await connector.download(file, limit)
+                if workspace is None:  # _takes_files checked it; a bug if it changed since
+                    raise RuntimeError("no workspace to save files in")
+                path = await asyncio.to_thread(save_file, workspace, file.name, data)
+            except FileTooLarge as exc:
+                problems.append(f"{file.name} is too big ({exc.size} bytes; the limit is {limit})")
+                continue
+            except Exception as exc:  # one file that cannot be fetched must not end the turn
+                log(logging.WARNING, "file_failed", message=message.key, error=repr(exc))
+                problems.append(f"{file.name} could not be saved")
+                continue
+            log(logging.INFO, "file_saved", message=message.key, path=str(path), size=len(data))
+            notes.append(f"[The user sent a file; it is saved in the workspace at {path}.]")
+        if problems:
+            await self._reply(message, "Not saved: " + "; ".join(problems) + ".")
+        if not notes:
+            return text
+        return "\n\n".join([text, *notes] if text else notes)
+
+    def _remember_always(self, rule: str) -> None:
+        if rule not in self.always:
+            self.always.append(rule)
+            log(logging.INFO, "always_allowed", rule=rule)
 
     async def _reply(self, message: Incoming, text: str) -> None:
         connector = self.connectors.get(message.platform)

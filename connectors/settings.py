@@ -62,3 +62,7 @@ class GatewaySettings(BaseModel):
     rate_per_minute: float = Field(default=20.0, gt=0)
     rate_burst: int = Field(default=5, ge=1)
     max_turns_at_once: int = Field(default=64, ge=1)
+    accept_files: bool = Field(
+        default=False, description="save files the owner sends into the workspace's inbox/"
+    )
+    max_file_mb: float = Field(default=20.0, gt=0, le=2000)

@@ -70,7 +70,7 @@ class GatewayState:
     def unfinished(self) -> list[Incoming]:
         """Messages whose turn was cut short (by a crash or a kill), in arrival order."""
         with self._lock:
-            return [Incoming(**data) for data in self._inflight.values()]
+            return [Incoming.from_dict(data) for data in self._inflight.values()]
 
     def _save(self) -> None:
         with self.store.edit() as data:

@@ -13,13 +13,23 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from agent.errors import UserError
-from connectors.base import Button, Incoming, OnMessage
+from connectors.base import Button, FileTooLarge, Incoming, IncomingFile, OnMessage
 from connectors.logs import log
 from connectors.state import GatewayState
 
 MAX_LENGTH = 4096
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 T = TypeVar("T")
+# What a file is called when Telegram gives no name: the kind of message and a usual suffix.
+_UNNAMED = {
+    "document": "",
+    "photo": ".jpg",
+    "audio": ".mp3",
+    "video": ".mp4",
+    "voice": ".ogg",
+    "video_note": ".mp4",
+    "animation": ".mp4",
+}
 
 
 def _telegram() -> Any:
@@ -149,7 +159,7 @@ class TelegramConnector:
         if msg is None or msg.from_user is None:
             return None
         private = msg.chat.type == "private"
-        text = msg.text
+        text = msg.text if msg.text is not None else msg.caption
         mention = f"@{self.username}".lower() if self.username else ""
         replied = msg.reply_to_message is not None and (
             msg.reply_to_message.from_user is not None
@@ -158,11 +168,7 @@ class TelegramConnector:
         mentioned = bool(mention) and text is not None and mention in text.lower()
         if text is not None and mentioned:
             text = _strip_mention(text, mention)
-        attachments = [
-            kind
-            for kind in ("document", "photo", "audio", "video", "voice", "sticker")
-            if getattr(msg, kind, None)
-        ]
+        files = _files(msg)
         return Incoming(
             "telegram",
             str(msg.chat.id),
@@ -172,7 +178,7 @@ class TelegramConnector:
             str(msg.message_id),
             text,
             addressed=private or mentioned or replied,
-            attachments=attachments,
+            files=files,
         )
 
     async def send(
@@ -210,6 +216,18 @@ class TelegramConnector:
     async def typing(self, chat_id: str) -> None:
         await self.bot.send_chat_action(int(chat_id), "typing")
 
+    async def download(self, file: IncomingFile, max_bytes: int) -> bytes:
+        """``getFile``, then the file from the Bot API's file URL (as Telegram serves it)."""
+        if file.size is not None and file.size > max_bytes:
+            raise FileTooLarge(file.size, max_bytes)
+        found = await self._retry(lambda: self.bot.get_file(file.ref))
+        if found.file_size is not None and found.file_size > max_bytes:
+            raise FileTooLarge(found.file_size, max_bytes)
+        data = bytes(await found.download_as_bytearray())
+        if len(data) > max_bytes:
+            raise FileTooLarge(len(data), max_bytes)
+        return data
+
     async def _retry(self, call: Callable[[], Awaitable[T]], attempts: int = 4) -> T:
         """Retry flood limits and network errors; a bad request is the caller's to handle."""
         err = self._tg.error
@@ -227,6 +245,23 @@ class TelegramConnector:
                 await asyncio.sleep(delay)
                 delay *= 2
         return await call()
+
+
+def _files(msg: Any) -> list[IncomingFile]:
+    """The files of a message (a photo in its largest size); stickers are not files here."""
+    found: list[IncomingFile] = []
+    seen: set[str] = set()
+    for kind, suffix in _UNNAMED.items():
+        item = getattr(msg, kind, None)
+        if isinstance(item, tuple | list):  # a photo comes in several sizes, largest last
+            item = item[-1] if item else None
+        # An animation also comes as a document: the same file, saved once.
+        if item is None or item.file_unique_id in seen:
+            continue
+        seen.add(item.file_unique_id)
+        name = getattr(item, "file_name", None) or f"{kind}-{item.file_unique_id}{suffix}"
+        found.append(IncomingFile(name, item.file_size, item.file_id))
+    return found
 
 
 def _seconds(value: Any) -> float:

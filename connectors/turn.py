@@ -58,6 +58,8 @@ class Turn:
     executor: Executor
     on_ask: Callable[[OpenAsk], None]
     on_ask_closed: Callable[[str], object]
+    # An "always" answer: the allow rule it saved (the tool already added it to this run).
+    on_always: Callable[[str], object] = lambda rule: None
     started: float = field(default_factory=time.monotonic)
     final_sent: bool = False
     silent: bool = False  # the gateway is shutting down: say nothing more in the chat
@@ -185,6 +187,8 @@ class Turn:
         self.on_ask_closed(event.id)
         if ask is None:
             return
+        if event.outcome == "always" and ask.event.suggestion:
+            self.on_always(ask.event.suggestion)
         words = {
             "once": "✅ approved",
             "always": "✅ approved (always)",

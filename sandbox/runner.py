@@ -3,6 +3,8 @@
 Output is read as it comes and capped (the head and tail are kept); a command that produces
 far more than it could ever show is killed rather than drained. On timeout the whole tree is
 killed: bwrap's own pid namespace dies with it, whatever the command forked or ``setsid``-ed.
+The same happens, within one poll (50 ms), when the run the command belongs to is cancelled
+(``/stop`` in a chat, Ctrl-C at the terminal): the run's cancel token is the runner's hook.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.errors import ToolError, UserError
+from agent.run_context import current_run
 from sandbox.bwrap import SAFE_PATH, SYSTEM_PATHS, MountPlan, bwrap_args, bwrap_path
 from sandbox.cgroup import Cgroup, create, find_place
 from sandbox.egress import EgressProxy, parse_host
@@ -50,6 +53,7 @@ class CommandResult:
     truncated: bool = False  # some output was cut
     killed_for_output: bool = False
     killed_for_disk: bool = False
+    cancelled: bool = False  # killed because its run was stopped
     notes: list[str] = field(default_factory=list)  # what the sandbox refused or changed
 
 
@@ -351,6 +355,10 @@ def _execute(
     """Run ``cmd``; stop it at the timeout, the output cap, or the disk budget (if a workspace)."""
     keep, drain = limits.output_bytes, limits.drain_bytes
     budget = limits.disk_budget_mb * _MB
+    run = current_run()
+    cancel = run.cancel if run is not None else None
+    if cancel is not None and cancel.is_set():
+        raise ToolError("the command was not run: the user stopped the task")
     began = time.monotonic()
     disk_start = _disk_used(workspace)
     try:
@@ -367,7 +375,7 @@ def _execute(
     except PermissionError as exc:
         raise ToolError(f"cannot run {cmd[0]}: permission denied") from exc
     out, err = _Capture(keep), _Capture(keep)
-    timed_out = killed_for_output = killed_for_disk = False
+    timed_out = killed_for_output = killed_for_disk = cancelled = False
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None  # PIPE was asked for
     sel.register(proc.stdout, selectors.EVENT_READ, out)
@@ -380,6 +388,9 @@ def _execute(
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True
+                break
+            if cancel is not None and cancel.is_set():
+                cancelled = True
                 break
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
@@ -407,7 +418,7 @@ def _execute(
         proc.stdout.close()
         proc.stderr.close()
     code = proc.wait()
-    killed = timed_out or killed_for_output or killed_for_disk
+    killed = timed_out or killed_for_output or killed_for_disk or cancelled
     truncated = out.total > keep // 2 * 2 or err.total > keep // 2 * 2 or killed_for_output
     result = CommandResult(
         None if killed else code,
@@ -418,7 +429,10 @@ def _execute(
         truncated,
         killed_for_output,
         killed_for_disk,
+        cancelled,
     )
+    if cancelled:
+        result.notes.append("the command was stopped: the user stopped the task")
     if killed_for_disk:
         result.notes.append(
             f"the command was stopped: it took more than the disk budget of "

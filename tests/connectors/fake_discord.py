@@ -4,6 +4,8 @@ REST answers with content type exactly ``application/json``, as discord.py expec
 gateway does the real cycle: HELLO (op 10), IDENTIFY (op 2) answered by a READY dispatch,
 heartbeats (op 1) acknowledged (op 11), RESUME (op 6) answered by RESUMED, then
 ``MESSAGE_CREATE`` dispatches (op 0). It refuses an IDENTIFY without the message-content intent.
+Attachments are served from their URL, as Discord's CDN serves them. A button click is an
+``INTERACTION_CREATE`` dispatch, answered by the bot on ``POST /interactions/ID/TOKEN/callback``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import threading
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import WSMsgType, web
 
@@ -46,6 +49,10 @@ class FakeDiscord:
         self.history: dict[int, list[dict[str, Any]]] = {}
         self.identifies: list[dict[str, Any]] = []
         self.resumes = 0
+        self.files: dict[str, bytes] = {}  # attachment path -> content
+        self.downloads: list[str] = []
+        self.callbacks: list[tuple[int, str, int]] = []  # interaction id, token, response type
+        self.edit_bodies: list[dict[str, Any]] = []
         self.sockets: list[web.WebSocketResponse] = []
         self.lock = threading.Lock()
         self.seq = 0
@@ -63,6 +70,8 @@ class FakeDiscord:
         app.router.add_patch("/api/v10/channels/{cid}/messages/{mid}", self._patch)
         app.router.add_post("/api/v10/channels/{cid}/typing", self._typing)
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/attachments/{path:.+}", self._attachment)
+        app.router.add_post("/api/v10/interactions/{iid}/{token}/callback", self._callback)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port or self.port)
@@ -128,12 +137,33 @@ class FakeDiscord:
         body = await request.json()
         with self.lock:
             self.edits.append((cid, mid, body.get("content") or ""))
+            self.edit_bodies.append(body)
         return _json(message(cid, mid, body.get("content") or "", BOT))
 
     async def _typing(self, request: web.Request) -> web.Response:
         with self.lock:
             self.typing.append(int(request.match_info["cid"]))
         return web.Response(status=204)
+
+    async def _callback(self, request: web.Request) -> web.Response:
+        iid, token = int(request.match_info["iid"]), request.match_info["token"]
+        body = await request.json()
+        with self.lock:
+            self.callbacks.append((iid, token, int(body["type"])))
+        if request.query.get("with_response") in ("1", "true"):
+            interaction = {"id": str(iid), "type": 3, "response_message_loading": False,
+                           "response_message_ephemeral": False}  # fmt: skip
+            return _json({"interaction": interaction, "resource": {"type": body["type"]}})
+        return web.Response(status=204)
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        path = request.match_info["path"]
+        with self.lock:
+            self.downloads.append(path)
+            data = self.files.get(path)
+        if data is None:
+            return web.Response(status=404)
+        return web.Response(body=data, content_type="application/octet-stream")
 
     async def _history(self, request: web.Request) -> web.Response:
         cid = int(request.match_info["cid"])
@@ -205,6 +235,7 @@ class FakeDiscord:
         guild: bool = False,
         mention: bool = False,
         live: bool = True,
+        files: list[tuple[str, bytes]] | None = None,
     ) -> int:
         """A user writes; ``live=False`` only stores it (sent while the bot was away)."""
         mid = next(self.ids)
@@ -212,6 +243,16 @@ class FakeDiscord:
                 "avatar": None}  # fmt: skip
         content = f"<@{BOT_ID}> {text}" if mention else text
         data = message(channel_id, mid, content, user)
+        for name, body in files or []:
+            aid = next(self.ids)
+            path = f"{channel_id}/{aid}/{name}"
+            with self.lock:
+                self.files[path] = body
+            url = f"http://127.0.0.1:{self.port}/attachments/{quote(path)}"
+            data["attachments"].append(
+                {"id": str(aid), "filename": name, "size": len(body), "url": url,
+                 "proxy_url": url, "content_type": "application/octet-stream"}
+            )  # fmt: skip
         if mention:
             data["mentions"] = [BOT]
         if guild:
@@ -222,6 +263,59 @@ class FakeDiscord:
             assert self._loop is not None
             asyncio.run_coroutine_threadsafe(self._broadcast(data), self._loop).result(10)
         return mid
+
+    def press(
+        self,
+        channel_id: int,
+        user_id: int,
+        custom_id: str,
+        message_id: int,
+        guild: bool = False,
+        omit: tuple[str, ...] = (),
+    ) -> int:
+        """A user clicks a button under one of the bot's messages; returns the interaction id.
+
+        ``omit`` drops keys from the payload, as when Discord's payloads change under a client.
+        """
+        iid = next(self.ids)
+        user = {"id": str(user_id), "username": f"user{user_id}", "discriminator": "0",
+                "avatar": None}  # fmt: skip
+        data: dict[str, Any] = {
+            "id": str(iid),
+            "application_id": str(BOT_ID),
+            "type": 3,  # a message component
+            "token": f"itoken-{iid}",
+            "version": 1,
+            "channel_id": str(channel_id),
+            "channel": {"id": str(channel_id), "type": 0 if guild else 1},
+            "data": {"custom_id": custom_id, "component_type": 2},
+            "message": message(channel_id, message_id, "ask", BOT),
+            "app_permissions": "0",
+            "attachment_size_limit": 8 * 1024 * 1024,  # discord.py requires it
+            "locale": "en-US",
+            "entitlements": [],
+            "authorizing_integration_owners": {},
+            "context": 0 if guild else 1,
+        }
+        if guild:
+            data["guild_id"] = "700000000000000001"
+            data["channel"].update(name="general", guild_id=data["guild_id"], position=0,
+                                   permission_overwrites=[], nsfw=False)  # fmt: skip
+            joined = "2024-01-01T00:00:00+00:00"
+            data["member"] = {"user": user, "roles": [], "joined_at": joined, "deaf": False,
+                              "mute": False, "flags": 0, "permissions": "0"}  # fmt: skip
+        else:
+            data["user"] = user
+        for key in omit:
+            data.pop(key, None)
+
+        async def send() -> None:
+            for ws in list(self.sockets):
+                await self._dispatch(ws, "INTERACTION_CREATE", data)
+
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(send(), self._loop).result(10)
+        return iid
 
     def replies(self, channel_id: int) -> list[Posted]:
         with self.lock:

@@ -3,7 +3,7 @@
 Methods are ``POST /bot<TOKEN>/<method>`` with form-encoded bodies whose non-string values are
 JSON; answers are ``{"ok": true, "result": ...}`` or ``{"ok": false, "error_code", "description"}``.
 ``getUpdates`` long-polls and honours ``offset`` exactly as Telegram does: updates below the
-offset are confirmed and dropped.
+offset are confirmed and dropped. Files are ``getFile`` then ``GET /file/bot<TOKEN>/<file_path>``.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ class FakeTelegram:
         self.offsets: list[int] = []
         self.not_modified = 0
         self.fail_next: list[int] = []  # HTTP statuses to answer the next calls with
+        self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, content)
+        self.downloads: list[str] = []  # file paths fetched from the file endpoint
         self.lock = threading.Lock()
         self._runner: web.AppRunner | None = None
         self._wake: asyncio.Event | None = None
@@ -61,6 +63,7 @@ class FakeTelegram:
         self._wake = asyncio.Event()
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_post("/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._file)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port or self.port)
@@ -96,6 +99,31 @@ class FakeTelegram:
         if isinstance(result, web.Response):
             return result
         return web.json_response({"ok": True, "result": result})
+
+    async def _file(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return _error(401, "Unauthorized")
+        path = request.match_info["path"]
+        with self.lock:
+            found = [data for p, data in self.files.values() if p == path]
+            self.downloads.append(path)
+        if not found:
+            return _error(404, "Not Found")
+        return web.Response(body=found[0], content_type="application/octet-stream")
+
+    async def _m_getFile(self, p: dict[str, Any]) -> Any:
+        file_id = str(p["file_id"])
+        with self.lock:
+            found = self.files.get(file_id)
+        if found is None:
+            return _error(400, "Bad Request: invalid file_id")
+        path, data = found
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_size": len(data),
+            "file_path": path,
+        }
 
     async def _m_getMe(self, p: dict[str, Any]) -> Any:
         return BOT
@@ -182,13 +210,28 @@ class FakeTelegram:
         group: bool = False,
         reply_to_bot: bool = False,
         photo: bool = False,
+        document: tuple[str, bytes] | None = None,
+        declared_size: int | None = None,
     ) -> int:
-        """A user writes; returns the message id."""
+        """A user writes (``text`` is the caption if a document is sent); returns its id."""
         with self.lock:
             self.next_message += 1
             mid = self.next_message
         user = {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"}
         message = _message(chat_id, mid, text, user, "group" if group else "private")
+        if document is not None:
+            name, data = document
+            file_id = f"doc{mid}"
+            with self.lock:
+                self.files[file_id] = (f"documents/file_{mid}.bin", data)
+            message["document"] = {
+                "file_id": file_id,
+                "file_unique_id": f"u{file_id}",
+                "file_name": name,
+                "file_size": len(data) if declared_size is None else declared_size,
+            }
+            if text is not None:
+                message["caption"] = message.pop("text")
         if text is not None and text.startswith("/"):
             length = len(text.split(" ", 1)[0])
             message["entities"] = [{"type": "bot_command", "offset": 0, "length": length}]

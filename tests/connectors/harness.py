@@ -7,10 +7,13 @@ gets the same script, so concurrent chats cannot lean on a shared order of turns
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.backend import Backend
 from agent.loop import AgentLoop, LoopLimits
 from agent.messages import AssistantMessage, ChatRequest, ToolCall, ToolMessage, UserMessage
 from backends.fake import FakeBackend
@@ -53,14 +56,38 @@ def make_gateway(
     owners: dict[str, list[str]],
     state: GatewayState,
     allowed: dict[str, list[str]] | None = None,
+    *,
+    allow_rules: list[str] | None = None,
+    save_rule: Callable[[str], object] | None = None,
+    backend: Backend | None = None,
     **options: Any,
 ) -> Setup:
-    backend = fake_backend()
-    context = SkillContext.create(ws, SandboxSettings(limits=ResourceLimits(timeout_s=30)))
-    toolbox = build_toolbox(context, None)
-    loop = AgentLoop(backend, toolbox, limits=LoopLimits(tool_timeout_s=30))
+    """The gateway over ``connectors``; ``allow_rules`` are ``[sandbox] allow`` rules."""
+    fake = fake_backend()
+    sandbox = SandboxSettings(limits=ResourceLimits(timeout_s=30), allow=allow_rules or [])
+    context = SkillContext.create(ws, sandbox)
+    toolbox = build_toolbox(context, None, save_rule=save_rule)
+    loop = AgentLoop(backend or fake, toolbox, limits=LoopLimits(tool_timeout_s=30))
     access = AccessList(data / "pairing.json", owners, allowed or {})
     gateway = Gateway(
         connectors, loop, data / "sessions", access, state, GatewayOptions(**options), "fake"
     )
-    return Setup(gateway, backend, data)
+    return Setup(gateway, fake, data)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line (arguments joined by spaces) holds ``marker``.
+
+    Sandboxed commands live in their own pid namespace, but the host sees every one of them.
+    """
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if marker.encode() in f.read().replace(b"\0", b" "):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_discord import BOT_ID, MESSAGE_CONTENT, TOKEN, FakeDiscord
+from fake_discord import BOT_ID, MESSAGE_CONTENT, TOKEN, FakeDiscord, Posted
 from harness import Setup, make_gateway
 from loopthread import LoopThread, wait_for
 
@@ -104,3 +104,56 @@ def test_reconnects_after_the_gateway_drops_and_catches_up_after_a_restart(
     time.sleep(1)
     lt.run(again.gateway.stop())
     assert texts(fake, DM) == ["echo: one", "echo: two", "echo: three, while the bot was down"]
+
+
+def test_button_clicks_answer_asks_and_the_bot_acknowledges_each_interaction(
+    lt: LoopThread, fake: FakeDiscord, tmp_path: Path, ws: Path
+) -> None:
+    setup = start(lt, fake, tmp_path, ws)
+
+    def ask_in(channel: int, after: int = 0) -> Posted:
+        return wait_for(
+            lambda: next(
+                (p for p in fake.replies(channel)[after:] if "Approval needed" in p.text), None
+            ),
+            what="the ask",
+        )
+
+    fake.say(DM, OWNER, "run: touch clicked.txt")
+    ask = ask_in(DM)
+    ask_id = ask.text.split("/approve ")[1].split(" ")[0]
+    # A stranger's click: acknowledged, answered with a pairing code, approves nothing.
+    stranger_click = fake.press(DM, STRANGER, f"/approve {ask_id}", ask.message_id)
+    wait_for(lambda: any("pairing code" in t for t in texts(fake, DM)), what="the refusal")
+    owner_click = fake.press(DM, OWNER, f"/approve {ask_id}", ask.message_id)
+    wait_for(lambda: any(t.startswith("done:") for t in texts(fake, DM)), what="the answer")
+    assert (ws / "clicked.txt").exists()
+    acknowledged = {iid: kind for iid, _, kind in fake.callbacks}
+    assert acknowledged == {stranger_click: 6, owner_click: 6}  # deferred message updates
+    assert all(token == f"itoken-{iid}" for iid, token, _ in fake.callbacks)
+    # The ask is edited to its outcome and its buttons are gone: a second click has no target.
+    edits = zip(fake.edits, fake.edit_bodies, strict=True)
+    [closing] = [body for (_, m, _), body in edits if m == ask.message_id]
+    assert "approved" in closing["content"] and closing.get("components") == []
+    # In a guild channel the click comes with a member; "Always" goes through the same path.
+    fake.say(CHANNEL, OWNER, "run: touch guild.txt", guild=True, mention=True)
+    guild_ask = ask_in(CHANNEL)
+    always = [b for b in guild_ask.buttons if b.endswith(" always")]
+    assert always and guild_ask.buttons[1] == always[0]
+    fake.press(CHANNEL, OWNER, always[0], guild_ask.message_id, guild=True)
+    wait_for(lambda: any(t.startswith("done:") for t in texts(fake, CHANNEL)), what="answer")
+    assert (ws / "guild.txt").exists() and len(setup.gateway.always) == 1
+    assert any(m == guild_ask.message_id and "(always)" in t for _, m, t in fake.edits)
+    lt.run(setup.gateway.stop())
+
+
+def test_a_dispatch_the_client_cannot_parse_does_not_leave_the_bot_deaf(
+    lt: LoopThread, fake: FakeDiscord, tmp_path: Path, ws: Path
+) -> None:
+    setup = start(lt, fake, tmp_path, ws)
+    # discord.py's connect() ends on a payload it cannot read; the connector connects again.
+    fake.press(DM, OWNER, "/status", 1, omit=("attachment_size_limit",))
+    wait_for(lambda: len(fake.identifies) >= 2 and fake.sockets, 15, "the new connection")
+    fake.say(DM, OWNER, "still there?")
+    wait_for(lambda: "echo: still there?" in texts(fake, DM), what="the answer")
+    lt.run(setup.gateway.stop())
