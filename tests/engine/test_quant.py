@@ -36,8 +36,8 @@ def test_q4_1_blocks_are_the_dequantized_weights_exactly() -> None:
     assert torch.equal(blocks.dequantize(), expected)
     x = torch.randn(3, expected.shape[1])
     out = Int4Linear(blocks)(x)
-    # Only summation order and the bfloat16 output of the kernel differ from float32.
-    torch.testing.assert_close(out, F.linear(_bf16_input(x), expected), atol=2e-2, rtol=1e-2)
+    # Only summation order and the kernel's bfloat16 output (8 bits of mantissa) differ.
+    torch.testing.assert_close(out, F.linear(_bf16_input(x), expected), atol=5e-2, rtol=1e-2)
 
 
 def test_q8_0_embedding_is_not_a_4bit_group() -> None:
