@@ -34,10 +34,11 @@ def test_q4_1_blocks_are_the_dequantized_weights_exactly() -> None:
     assert blocks is not None
     expected = dequantize_tensor(reader, tensor)
     assert torch.equal(blocks.dequantize(), expected)
-    x = torch.randn(3, expected.shape[1])
+    x = torch.randn(3, expected.shape[1], generator=torch.Generator().manual_seed(0))
     out = Int4Linear(blocks)(x)
-    # Only summation order and the kernel's bfloat16 output (8 bits of mantissa) differ.
-    torch.testing.assert_close(out, F.linear(_bf16_input(x), expected), atol=5e-2, rtol=1e-2)
+    ref = F.linear(_bf16_input(x), expected)
+    # The kernel works and answers in bfloat16 (8 bits of mantissa): within 2% of the output scale.
+    assert float((out - ref).abs().max()) <= 2e-2 * float(ref.abs().max())
 
 
 def test_q8_0_embedding_is_not_a_4bit_group() -> None:
