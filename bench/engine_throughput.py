@@ -2,10 +2,12 @@
 
 The workload: N requests with random token ids (fixed seed 0), prompt lengths uniform in
 32-512, output lengths uniform in 32-256, end tokens ignored so every request generates exactly
-its output length. Greedy everywhere. Run by hand, e.g.:
+its output length. Greedy everywhere. The engine runs once per weight choice (``--weights``,
+default all of float32, bfloat16, int8 and int4). Run by hand, e.g.:
 
     PYTHONPATH=. python bench/engine_throughput.py --quick
     PYTHONPATH=. python bench/engine_throughput.py            # 64 requests, takes a while on CPU
+    PYTHONPATH=. python bench/engine_throughput.py --weights int8,int4 --skip transformers
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ def make_workload(
     return Workload(prompts, outputs)
 
 
-def run_engine(path: Path, work: Workload, args: argparse.Namespace) -> tuple[Row, float]:
+def run_engine(
+    path: Path, work: Workload, args: argparse.Namespace, weights: str | None = None
+) -> tuple[Row, float]:
     import torch
 
     from backends.engine.llm_engine import LLMEngine
@@ -69,6 +73,7 @@ def run_engine(path: Path, work: Workload, args: argparse.Namespace) -> tuple[Ro
         dtype=dtype,
         kv_cache_bytes=args.kv_cache_bytes,
         block_size=args.block_size,
+        weights=weights,
     )
     engine = LLMEngine(
         runner,
@@ -100,9 +105,8 @@ def run_engine(path: Path, work: Workload, args: argparse.Namespace) -> tuple[Ro
     note = f"{engine.num_steps} steps, {engine.num_preemptions} preemptions"
     note += f", {runner.num_blocks} blocks of {runner.block_size}, {runner.dtype}"
     runner.close()
-    return Row("clawloop engine", seconds, work.output_tokens, note), statistics.fmean(
-        engine.kv_usage
-    )
+    row = Row(f"clawloop engine {runner.weights}", seconds, work.output_tokens, note)
+    return row, statistics.fmean(engine.kv_usage)
 
 
 def run_transformers(path: Path, work: Workload, batch_size: int) -> Row:
@@ -190,6 +194,11 @@ def main() -> None:
         default=None,
         help="engine weights and KV cache (default: float32 on CPU, bfloat16 on CUDA)",
     )
+    parser.add_argument(
+        "--weights",
+        default="float32,bfloat16,int8,int4",
+        help="comma-separated engine weight choices, each run in turn",
+    )
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--kv-cache-bytes", type=int, default=None)
     parser.add_argument("--max-num-seqs", type=int, default=64)
@@ -223,8 +232,12 @@ def main() -> None:
         rows.append(row)
         print(f"{row.system}: {row.output_tokens} tokens in {row.seconds:.1f} s", flush=True)
 
-    engine_row, kv_usage = run_engine(path, work, args)
-    done(engine_row)
+    engine_rows, kv_usage = [], {}
+    for weights in args.weights.split(","):
+        engine_row, kv_usage[weights] = run_engine(path, work, args, weights)
+        engine_rows.append(engine_row)
+        done(engine_row)
+    best = max(engine_rows, key=lambda r: r.tokens_per_second)
     if "transformers" not in args.skip:
         done(run_transformers(path, work, args.hf_batch_size))
     if "llamacpp" not in args.skip and path.is_file():
@@ -233,20 +246,22 @@ def main() -> None:
     table = Table(
         title=f"Output throughput, {path.name}, {args.device}, {torch.get_num_threads()} threads"
     )
-    for column in ("system", "seconds", "output tok/s", "engine speed-up", "notes"):
+    for column in ("system", "seconds", "output tok/s", "best engine speed-up", "notes"):
         table.add_column(column, justify="left" if column in ("system", "notes") else "right")
     for row in rows:
         if math.isnan(row.seconds):
             table.add_row(row.system, "-", "-", "-", row.note)
             continue
-        ratio = engine_row.tokens_per_second / row.tokens_per_second
+        ratio = best.tokens_per_second / row.tokens_per_second
         speeds = (f"{row.seconds:.1f}", f"{row.tokens_per_second:.1f}", f"{ratio:.2f}x")
         table.add_row(row.system, *speeds, row.note)
     console = Console(width=120)
     console.print(table)
-    console.print(
-        f"engine KV-cache use (token slots holding tokens / held, step mean): {kv_usage:.1%}"
-    )
+    for weights, usage in kv_usage.items():
+        console.print(
+            f"engine {weights} KV-cache use (token slots holding tokens / held, step mean):"
+            f" {usage:.1%}"
+        )
 
 
 if __name__ == "__main__":

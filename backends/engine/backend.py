@@ -28,7 +28,8 @@ ENGINE_INSTALL_HINT = "pip install 'clawloop[engine]'"
 DEFAULT_TEMPERATURE = 0.0
 DEFAULT_MAX_TOKENS = 1024
 
-_engines: dict[tuple[str, str, str, str], LoadedEngine] = {}  # (model, device, dtype, adapter)
+# (model, device, dtype, weights, adapter) -> the engine loaded for them
+_engines: dict[tuple[str, ...], LoadedEngine] = {}
 _engines_lock = threading.Lock()
 
 
@@ -107,9 +108,9 @@ def load_engine(
 ) -> LoadedEngine:
     """The shared engine for ``model`` (default: the bundled GGUF) with ``options`` as settings.
 
-    One engine per (model, device, dtype) per process: the first call loads the model and sizes
-    its KV cache; later calls reuse it. ``options`` are :class:`EngineSettings` keys (others are
-    ignored).
+    One engine per (model, device, dtype, weights) per process: the first call loads the model
+    and sizes its KV cache; later calls reuse it. ``options`` are :class:`EngineSettings` keys
+    (others are ignored).
     ``adapter`` is a GGUF LoRA file, merged into the weights at load: unset, the shipped
     adapter for the bundled model (if the package holds one); "none", no adapter.
     """
@@ -130,7 +131,13 @@ def load_engine(
     settings.device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
     # The first call's settings size the engine; later calls for the model share it as it is.
     lora = adapter_path(adapter, default_adapter(path))
-    key = (str(path.resolve()), settings.device, str(weights), str(lora or ""))
+    key = (
+        str(path.resolve()),
+        settings.device,
+        str(weights),
+        settings.weights or "",
+        str(lora or ""),
+    )
     with _engines_lock:
         if key not in _engines:
             engine, constraints = _load_engine(path, settings, weights, lora)
@@ -184,6 +191,7 @@ def _load_engine(
         kv_cache_bytes=settings.kv_cache_bytes,
         block_size=settings.block_size,
         adapter=adapter,
+        weights=settings.weights,
     )
     constraints = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
     return LLMEngine(runner, **settings.engine_kwargs()), constraints

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -157,14 +157,16 @@ def config_from_gguf(reader: Any) -> ModelConfig:
 class EngineSettings(BaseModel):
     """The engine's knobs, as the ``[backends.engine]`` config table (and ``agent serve``) set them.
 
-    Unset values keep the engine's defaults: float32 on CPU and bfloat16 on CUDA, a KV cache sized
-    from free memory, 16-token blocks, prefix caching on.
+    Unset values keep the engine's defaults: float32 activations with int8 weights on CPU and
+    bfloat16 on CUDA, a KV cache sized from free memory, 16-token blocks, prefix caching on.
     """
 
     model_config = ConfigDict(extra="ignore")
 
     device: str | None = None
     dtype: str | None = None  # float32, bfloat16 or float16 (checked where torch is loaded)
+    # Projection weights: float32, bfloat16, int8 or int4 (int8 on CPU, else the dtype, if unset).
+    weights: Literal["float32", "bfloat16", "int8", "int4"] | None = None
     kv_cache_bytes: int | None = Field(default=None, gt=0)
     block_size: int = Field(default=16, ge=1, le=1024)
     max_num_seqs: int = Field(default=64, ge=1)

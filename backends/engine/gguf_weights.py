@@ -15,6 +15,7 @@ from backends.engine.config import GGUF_INSTALL_HINT, ModelConfig
 if TYPE_CHECKING:
     import torch
 
+    from backends.engine.quant import GroupQuantized, Weight
     from backends.lora_gguf import LoraAdapter
 
 # GGUF tensor name suffix (inside blk.N.) -> engine parameter name (inside layers.N.)
@@ -252,6 +253,31 @@ def _dequant_q4_1(raw: torch.Tensor) -> torch.Tensor:
     return scale_min[:, :1] * _nibbles(blocks[:, 4:]) + scale_min[:, 1:]
 
 
+def group_quantized(reader: GGUFFile, tensor: GGUFTensor) -> GroupQuantized | None:
+    """A Q4_0/Q4_1 tensor's blocks as 4-bit values with a scale and a low per 32, unrounded."""
+    import gguf
+    import numpy as np
+    import torch
+
+    from backends.engine.quant import GroupQuantized
+
+    kind = gguf.GGMLQuantizationType(tensor.ggml_type).name
+    if kind not in ("Q4_0", "Q4_1") or len(tensor.shape) != 2:
+        return None
+    rows, cols = tensor.shape
+    raw = torch.from_numpy(np.array(tensor_bytes(reader, tensor)))
+    blocks = raw.reshape(-1, 20 if kind == "Q4_1" else 18)
+    scale = _halves(blocks, 0, 1)
+    # Q4_0 is symmetric around 8: w = d * (q - 8), a low of -8d.
+    low = _halves(blocks, 2, 1) if kind == "Q4_1" else -8 * scale
+    qs = blocks[:, 4:] if kind == "Q4_1" else blocks[:, 2:]
+    q = torch.cat((qs & 0x0F, qs >> 4), dim=1)
+    groups = cols // 32
+    return GroupQuantized(
+        q.reshape(rows, cols), scale.reshape(rows, groups), low.reshape(rows, groups)
+    )
+
+
 def torch_int8() -> Any:
     """torch.int8, imported lazily."""
     import torch
@@ -284,11 +310,14 @@ def iter_gguf_weights(
     config: ModelConfig,
     on_tensor: Callable[[int], None] | None = None,
     adapter: LoraAdapter | None = None,
-) -> Iterator[tuple[str, torch.Tensor]]:
+    keep_4bit: bool = False,
+) -> Iterator[tuple[str, Weight]]:
     """Yield (engine name, float32 tensor) for every tensor the engine uses; reports bytes read.
 
     A LoRA ``adapter`` is merged into the weights it adapts, in the file's own layout (as
-    llama.cpp applies it), before the Q/K rows are put in the engine's order.
+    llama.cpp applies it), before the Q/K rows are put in the engine's order. ``keep_4bit``
+    yields Q4_0/Q4_1 projections as :class:`GroupQuantized` blocks instead of floats (unless an
+    adapter changes them).
     """
     import torch
 
@@ -297,17 +326,33 @@ def iter_gguf_weights(
     for tensor in reader.tensors:
         name = engine_name(tensor.name)
         if name is not None:
-            value = dequantize_tensor(reader, tensor)
             delta = adapter.delta(tensor.name) if adapter is not None else None
-            if delta is not None:
-                value = value + torch.from_numpy(delta).reshape(value.shape)
+            blocks = group_quantized(reader, tensor) if keep_4bit and delta is None else None
+            value: Weight
+            if blocks is not None and name.endswith("_proj.weight"):
+                value = blocks
+            else:
+                value = dequantize_tensor(reader, tensor)
+                if delta is not None:
+                    value = value + torch.from_numpy(delta).reshape(value.shape)
+            heads = None
             if unpermute and name.endswith(("q_proj.weight", "q_proj.bias")):
-                value = reverse_qk_permute(value, config.num_heads)
+                heads = config.num_heads
             elif unpermute and name.endswith(("k_proj.weight", "k_proj.bias")):
-                value = reverse_qk_permute(value, config.num_kv_heads)
+                heads = config.num_kv_heads
+            if heads is not None:
+                value = _unpermute(value, heads)
             yield name, value
         if on_tensor is not None:
             on_tensor(tensor.n_bytes)
+
+
+def _unpermute(value: Weight, heads: int) -> Weight:
+    from backends.engine.quant import GroupQuantized
+
+    if isinstance(value, GroupQuantized):
+        return value.map_rows(lambda part: reverse_qk_permute(part, heads))
+    return reverse_qk_permute(value, heads)
 
 
 def gguf_total_bytes(reader: GGUFFile) -> int:

@@ -11,6 +11,7 @@ from torch import nn
 
 from agent.errors import UserError
 from backends.engine.config import ModelConfig
+from backends.engine.quant import Weight, dense, make_linear
 
 
 class StepAttention(Protocol):
@@ -96,7 +97,9 @@ class RotaryEmbedding(nn.Module):
 class DecoderLayer(nn.Module):
     """One pre-norm transformer block: GQA attention over the paged cache, then a SwiGLU MLP."""
 
-    def __init__(self, config: ModelConfig, weights: dict[str, torch.Tensor]) -> None:
+    def __init__(
+        self, config: ModelConfig, weights: dict[str, Weight], storage: str = "float32"
+    ) -> None:
         super().__init__()
         self.eps = config.rms_norm_eps
         self.num_heads, self.num_kv_heads, self.head_dim = (
@@ -107,29 +110,27 @@ class DecoderLayer(nn.Module):
         self.q_size = config.num_heads * config.head_dim
         self.kv_size = config.num_kv_heads * config.head_dim
         # Fused projections: one GEMM for q|k|v and one for gate|up keep the op count per layer low.
-        self.qkv_weight = nn.Parameter(
-            torch.cat([weights.pop(f"{n}_proj.weight") for n in "qkv"]), requires_grad=False
-        )
         biases = [weights.pop(f"{n}_proj.bias", None) for n in "qkv"]
-        present = [b for b in biases if b is not None]
-        self.qkv_bias = (
-            nn.Parameter(torch.cat(present), requires_grad=False) if len(present) == 3 else None
+        present = [b for b in biases if isinstance(b, torch.Tensor)]
+        self.qkv = make_linear(
+            [weights.pop(f"{n}_proj.weight") for n in "qkv"],
+            present if len(present) == 3 else None,
+            storage,
         )
-        self.o_weight = nn.Parameter(weights.pop("o_proj.weight"), requires_grad=False)
-        self.gate_up_weight = nn.Parameter(
-            torch.cat([weights.pop("gate_proj.weight"), weights.pop("up_proj.weight")]),
-            requires_grad=False,
+        self.o_proj = make_linear([weights.pop("o_proj.weight")], None, storage)
+        self.gate_up = make_linear(
+            [weights.pop("gate_proj.weight"), weights.pop("up_proj.weight")], None, storage
         )
-        self.down_weight = nn.Parameter(weights.pop("down_proj.weight"), requires_grad=False)
-        self.input_norm = nn.Parameter(weights.pop("input_norm.weight"), requires_grad=False)
+        self.down = make_linear([weights.pop("down_proj.weight")], None, storage)
+        self.input_norm = nn.Parameter(dense(weights.pop("input_norm.weight")), requires_grad=False)
         self.post_norm = nn.Parameter(
-            weights.pop("post_attention_norm.weight"), requires_grad=False
+            dense(weights.pop("post_attention_norm.weight")), requires_grad=False
         )
         self.q_norm: nn.Parameter | None = None
         self.k_norm: nn.Parameter | None = None
         if config.qk_norm:
-            self.q_norm = nn.Parameter(weights.pop("q_norm.weight"), requires_grad=False)
-            self.k_norm = nn.Parameter(weights.pop("k_norm.weight"), requires_grad=False)
+            self.q_norm = nn.Parameter(dense(weights.pop("q_norm.weight")), requires_grad=False)
+            self.k_norm = nn.Parameter(dense(weights.pop("k_norm.weight")), requires_grad=False)
         self.intermediate = config.intermediate_size
 
     def forward(
@@ -142,7 +143,7 @@ class DecoderLayer(nn.Module):
     ) -> torch.Tensor:
         """x [T, hidden] -> x [T, hidden] for all tokens of the step at once."""
         tokens = x.shape[0]
-        qkv = F.linear(rms_norm(x, self.input_norm, self.eps), self.qkv_weight, self.qkv_bias)
+        qkv = self.qkv(rms_norm(x, self.input_norm, self.eps))
         qk = qkv[:, : self.q_size + self.kv_size].view(
             tokens, self.num_heads + self.num_kv_heads, self.head_dim
         )
@@ -153,10 +154,10 @@ class DecoderLayer(nn.Module):
             qk = torch.cat((q, k), dim=1)
         qk = rope.rotate(qk, *cos_sin)  # q and k rotated together: one set of ops for both
         out = attention(qk[:, : self.num_heads], qk[:, self.num_heads :], v, *kv_cache)
-        x = x + F.linear(out.reshape(tokens, self.q_size), self.o_weight)
-        gate_up = F.linear(rms_norm(x, self.post_norm, self.eps), self.gate_up_weight)
+        x = x + self.o_proj(out.reshape(tokens, self.q_size))
+        gate_up = self.gate_up(rms_norm(x, self.post_norm, self.eps))
         gate, up = gate_up.split(self.intermediate, dim=-1)
-        return x + F.linear(F.silu(gate) * up, self.down_weight)
+        return x + self.down(F.silu(gate) * up)
 
 
 def parameter_bytes(module: Any) -> int:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import torch
 
     from backends.engine.model import CausalLM
+    from backends.engine.quant import Weight
 
 
 @dataclass(slots=True)
@@ -29,10 +30,23 @@ class LoadedModel:
 
 
 def default_dtype(device: str) -> torch.dtype:
-    """float32 on CPU (exact and fast enough there), bfloat16 on accelerators."""
+    """Activations and KV cache: float32 on CPU (exact and fast enough there), else bfloat16."""
     import torch
 
     return torch.float32 if device == "cpu" else torch.bfloat16
+
+
+# float32 on CPU: exact against the reference, and faster than int8/int4 for prefill and for
+# batches, which is where the agent's prompts and `agent serve` spend their time on an AVX2 CPU.
+# int8 and int4 decode one sequence faster; choose them with `weights` (see docs/engine.md).
+CPU_DEFAULT_WEIGHTS = "float32"
+
+
+def default_weights(device: str, dtype: torch.dtype | None) -> str:
+    """Weight storage when none is set: an explicit ``dtype`` keeps its meaning for weights."""
+    if dtype is not None:
+        return str(dtype).removeprefix("torch.")
+    return CPU_DEFAULT_WEIGHTS if device == "cpu" else "bfloat16"
 
 
 def load_model(
@@ -41,16 +55,21 @@ def load_model(
     dtype: torch.dtype | None = None,
     show_progress: bool = False,
     adapter: Path | None = None,
+    weights: str | None = None,
 ) -> LoadedModel:
-    """Read config, tokenizer and weights, each weight converted to ``dtype`` on ``device``.
+    """Read config, tokenizer and weights onto ``device``: norms in ``dtype`` (the activations'),
+    projections stored as ``weights`` says (float32, bfloat16, int8 or int4; see
+    :mod:`backends.engine.quant`).
 
     ``adapter`` is a GGUF LoRA file merged into the weights of a .gguf model as they load.
     """
     import torch
 
     from backends.engine.model import CausalLM
+    from backends.engine.quant import QUANTIZED, check_weights
 
     path = Path(path).expanduser()
+    storage = check_weights(weights or default_weights(device, dtype), device)
     dtype = dtype or default_dtype(device)
     if adapter is not None and not path.is_file():
         raise UserError(f"a LoRA adapter needs a .gguf base model, not {path}")
@@ -66,7 +85,7 @@ def load_model(
         tokenizer = tokenizer_from_folder(path)
         total = hf_total_bytes(path)
 
-        def weights(report: Callable[[int], None]) -> Iterator[tuple[str, torch.Tensor]]:
+        def read(report: Callable[[int], None]) -> Iterator[tuple[str, Weight]]:
             return iter_hf_weights(path, report)
     elif path.is_file():
         from backends.engine.gguf_weights import gguf_total_bytes, iter_gguf_weights, open_gguf
@@ -80,23 +99,47 @@ def load_model(
 
         lora = read_adapter(adapter) if adapter is not None else None
 
-        def weights(report: Callable[[int], None]) -> Iterator[tuple[str, torch.Tensor]]:
-            return iter_gguf_weights(reader, config, report, lora)
+        def read(report: Callable[[int], None]) -> Iterator[tuple[str, Weight]]:
+            return iter_gguf_weights(reader, config, report, lora, keep_4bit=storage == "int4")
     else:
         raise UserError(
             f"model path {path} does not exist: pass a .gguf file or a Hugging Face folder"
         )
 
-    tensors: dict[str, torch.Tensor] = {}
+    tensors: dict[str, Weight] = {}
+    # Quantized projections are rounded from float32 values, so they load as float32 first.
+    projection = torch.float32 if storage in QUANTIZED else getattr(torch, storage)
     with _progress(f"loading {path.name}", total, show_progress) as report:
-        for name, value in weights(report):
+        for name, value in read(report):
+            if not isinstance(value, torch.Tensor):
+                tensors[name] = value  # 4-bit blocks, packed as they are
+                continue
             # rope_freqs stays float32: it only shapes the rotary table, computed in float32.
             target = torch.float32 if name == "rope_freqs" else dtype
+            if name.endswith(("_proj.weight", "embed_tokens.weight", "lm_head.weight")):
+                target = projection
             tensors[name] = value.to(device=device, dtype=target)
     with torch.device(device):
-        model = CausalLM(config, tensors)
+        model = CausalLM(config, tensors, storage)
     model.eval()
+    _return_freed_memory()
     return LoadedModel(config, model, tokenizer)
+
+
+def _return_freed_memory() -> None:
+    """Hand the float32 load-time copies back to the OS: glibc keeps freed heap pages resident."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
+    except OSError:
+        pass  # not glibc: nothing to trim
 
 
 @contextlib.contextmanager

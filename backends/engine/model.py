@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from agent.errors import UserError
 from backends.engine.config import ModelConfig
 from backends.engine.layers import DecoderLayer, RotaryEmbedding, StepAttention, rms_norm
+from backends.engine.quant import Weight, dense, head_and_embedding
 
 
 class CausalLM(nn.Module):
     """Embeddings, decoder layers, final norm and LM head; forward runs all of a step's tokens."""
 
-    def __init__(self, config: ModelConfig, weights: dict[str, torch.Tensor]) -> None:
+    def __init__(
+        self,
+        config: ModelConfig,
+        weights: dict[str, Weight],
+        storage: str = "float32",
+    ) -> None:
+        """``storage`` is how projections keep their weights (float32, bfloat16, int8, int4);
+        activations run in the norm weights' dtype."""
         super().__init__()
         self.config = config
         missing = _missing_weights(config, weights)
@@ -22,15 +29,18 @@ class CausalLM(nn.Module):
             raise UserError(
                 f"the model file lacks weights the engine needs: {', '.join(missing[:5])}"
             )
-        self.embed = nn.Parameter(weights.pop("embed_tokens.weight"), requires_grad=False)
+        self.storage = storage
+        self.norm = nn.Parameter(dense(weights.pop("norm.weight")), requires_grad=False)
+        self.dtype = self.norm.dtype
         head = weights.pop("lm_head.weight", None)
-        self.lm_head = (
-            self.embed
-            if config.tie_embeddings or head is None
-            else nn.Parameter(head, requires_grad=False)
+        self.lm_head, self.embed = head_and_embedding(
+            weights.pop("embed_tokens.weight"),
+            None if config.tie_embeddings else head,
+            storage,
+            self.dtype,
         )
-        self.norm = nn.Parameter(weights.pop("norm.weight"), requires_grad=False)
-        self.rotary = RotaryEmbedding(config, weights.pop("rope_freqs", None))
+        freqs = weights.pop("rope_freqs", None)
+        self.rotary = RotaryEmbedding(config, None if freqs is None else dense(freqs))
         layers = []
         for index in range(config.num_layers):
             prefix = f"layers.{index}."
@@ -39,7 +49,7 @@ class CausalLM(nn.Module):
                 for name in list(weights)
                 if name.startswith(prefix)
             }
-            layers.append(DecoderLayer(config, own))
+            layers.append(DecoderLayer(config, own, storage))
         self.layers = nn.ModuleList(layers)
 
     def forward(
@@ -50,7 +60,7 @@ class CausalLM(nn.Module):
         kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
     ) -> torch.Tensor:
         """Hidden states [T, hidden] (before the final norm) for input_ids/positions [T]."""
-        x = F.embedding(input_ids, self.embed)
+        x = self.embed(input_ids)
         cos_sin = self.rotary.tables(positions, x.dtype)
         for layer, kv in zip(self.layers, kv_caches, strict=True):
             x = layer(x, self.rotary, cos_sin, attention, kv)
@@ -59,10 +69,10 @@ class CausalLM(nn.Module):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits [n, vocab] for the given rows of hidden states."""
         normed = rms_norm(hidden, self.norm, self.config.rms_norm_eps)
-        return F.linear(normed, self.lm_head).float()
+        return self.lm_head(normed).float()
 
 
-def _missing_weights(config: ModelConfig, weights: dict[str, torch.Tensor]) -> list[str]:
+def _missing_weights(config: ModelConfig, weights: dict[str, Weight]) -> list[str]:
     needed = ["embed_tokens.weight", "norm.weight"]
     if not config.tie_embeddings:
         needed.append("lm_head.weight")

@@ -42,6 +42,7 @@ class ModelRunner:
         block_size: int = 16,
         show_progress: bool = False,
         adapter: Path | None = None,
+        weights: str | None = None,
     ) -> None:
         import torch
 
@@ -60,13 +61,15 @@ class ModelRunner:
             dtype=dtype,
             show_progress=show_progress,
             adapter=adapter,
+            weights=weights,
         )
         self.model = loaded.model
         self.config: ModelConfig = loaded.config
         self.tokenizer: EngineTokenizer = loaded.tokenizer
         self.device = device
         self.block_size = block_size
-        self.dtype = self.model.embed.dtype
+        self.dtype = self.model.dtype  # activations and KV cache
+        self.weights = self.model.storage
         self.scale = self.config.head_dim**-0.5
         per_block = block_size * self.config.kv_bytes_per_token(self.dtype.itemsize)
         budget = kv_cache_bytes if kv_cache_bytes is not None else self._default_kv_bytes()

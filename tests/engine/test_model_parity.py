@@ -1,4 +1,6 @@
-"""The engine's model against transformers running the same bundled GGUF (dequantized, float32).
+"""The engine's float32 model against transformers running the same bundled GGUF (dequantized).
+
+(tests/engine/test_weight_parity.py holds the same checks for every weight choice.)
 
 Tolerances: logits of whole prompts agree within 2e-3 absolute (logits here span about +-40; the
 float32 differences seen are about 5e-5, from summation order). Greedy continuations of 64 tokens
@@ -40,17 +42,8 @@ NEW_TOKENS = 64
 
 
 @pytest.fixture(scope="module")
-def reference() -> Any:
-    path = default_model_path()
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32
-    )
-    return model.eval()
-
-
-@pytest.fixture(scope="module")
 def runner() -> ModelRunner:
-    return ModelRunner(default_model_path(), kv_cache_bytes=128 << 20)
+    return ModelRunner(default_model_path(), kv_cache_bytes=128 << 20, weights="float32")
 
 
 def test_prompt_logits_match(reference: Any, runner: ModelRunner) -> None:

@@ -1,0 +1,218 @@
+"""Weight storage for the engine's projections: float, or weight-only int8/int4 (torch kernels).
+
+``int8`` is symmetric, one scale per output channel (``_weight_int8pack_mm``); ``int4`` is
+asymmetric in groups of 32 along the input dimension, one scale and one zero per group
+(``_weight_int4pack_mm_for_cpu``, the layout gpt-fast and torchao use). Both kernels take
+bfloat16 activations: with float32 activations they fall back to a scalar loop that is 10-30x
+slower on an AVX2 CPU, so the quantized layers round their input to bfloat16 and return float32.
+GGUF Q4_0/Q4_1 blocks are 32 weights with a scale (and a minimum), which is exactly int4pack's
+group layout, so those load without requantizing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from agent.errors import UserError
+
+# float16 is there for the ``dtype = "float16"`` of GPU set-ups, which sets weights too.
+WEIGHT_CHOICES = ("float32", "bfloat16", "int8", "int4", "float16")
+QUANTIZED = ("int8", "int4")
+GROUP = 32
+
+
+@dataclass(slots=True)
+class GroupQuantized:
+    """4-bit weights as a GGUF Q4_0/Q4_1 file stores them: w = q * scale + low, 32 per group."""
+
+    q: torch.Tensor  # uint8 [rows, cols], values 0..15
+    scale: torch.Tensor  # float32 [rows, cols / 32]
+    low: torch.Tensor  # float32 [rows, cols / 32]
+
+    @property
+    def shape(self) -> torch.Size:
+        """The weight's [rows, cols]."""
+        return self.q.shape
+
+    def dequantize(self) -> torch.Tensor:
+        """The float32 weights the blocks encode."""
+        rows, cols = self.q.shape
+        grouped = self.q.reshape(rows, cols // GROUP, GROUP).float()
+        return (grouped * self.scale[..., None] + self.low[..., None]).reshape(rows, cols)
+
+    def map_rows(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> GroupQuantized:
+        """The same weights with ``fn`` (a row permutation) applied to every part."""
+        return GroupQuantized(fn(self.q), fn(self.scale), fn(self.low))
+
+    @staticmethod
+    def cat(parts: list[GroupQuantized]) -> GroupQuantized:
+        """Row-wise concatenation (q|k|v, gate|up)."""
+        return GroupQuantized(
+            torch.cat([p.q for p in parts]),
+            torch.cat([p.scale for p in parts]),
+            torch.cat([p.low for p in parts]),
+        )
+
+
+Weight = torch.Tensor | GroupQuantized
+
+
+def dense(value: Weight) -> torch.Tensor:
+    """A norm, bias or rotary table, which the loaders always yield as a float tensor."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"expected a float tensor, got {type(value).__name__}")
+    return value
+
+
+def check_weights(name: str, device: str) -> str:
+    """A valid weight choice for ``device``, or a UserError that says what to write."""
+    if name not in WEIGHT_CHOICES:
+        raise UserError(f"engine weights {name!r}: choose one of {', '.join(WEIGHT_CHOICES)}")
+    if name in QUANTIZED and device != "cpu":
+        raise UserError(
+            f'engine weights {name!r} run on the CPU only: set weights = "bfloat16" for {device}'
+        )
+    return name
+
+
+class FloatLinear(nn.Module):
+    """``F.linear`` over float32 or bfloat16 weights, in the weights' dtype."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(weight, requires_grad=False)
+        self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [T, in] -> [T, out] in x's dtype."""
+        if x.dtype == self.weight.dtype:
+            return F.linear(x, self.weight, self.bias)
+        bias = None if self.bias is None else self.bias.to(self.weight.dtype)
+        return F.linear(x.to(self.weight.dtype), self.weight, bias).to(x.dtype)
+
+
+class Int8Linear(nn.Module):
+    """Weight-only int8, one scale per output channel, on ``_weight_int8pack_mm``."""
+
+    def __init__(self, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None) -> None:
+        super().__init__()
+        self.q = nn.Parameter(q, requires_grad=False)
+        self.scales = nn.Parameter(scales.float(), requires_grad=False)  # float32, for lookups
+        self.kernel_scales = nn.Parameter(scales.bfloat16(), requires_grad=False)
+        self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+
+    @classmethod
+    def quantize(cls, weight: torch.Tensor, bias: torch.Tensor | None = None) -> Int8Linear:
+        """Round float weights [out, in] to int8 with each row's scale = max |w| / 127."""
+        weight = weight.float()
+        scales = weight.abs().amax(dim=1).clamp(min=1e-12) / 127
+        q = torch.round(weight / scales[:, None]).clamp(-127, 127).to(torch.int8)
+        return cls(q, scales, bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [T, in] -> [T, out] in x's dtype."""
+        out = torch.ops.aten._weight_int8pack_mm(x.bfloat16(), self.q, self.kernel_scales)
+        out = out.to(x.dtype)
+        return out if self.bias is None else out + self.bias
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """Dequantized rows ``ids`` (the embedding lookup of a tied LM head), float32."""
+        return self.q.index_select(0, ids).float() * self.scales.index_select(0, ids)[:, None]
+
+
+class Int4Linear(nn.Module):
+    """Weight-only int4, groups of 32 with a scale and a zero (``_weight_int4pack_mm_for_cpu``)."""
+
+    def __init__(self, weight: GroupQuantized, bias: torch.Tensor | None = None) -> None:
+        super().__init__()
+        # The kernel computes (q - 8) * scale + zero, so zero = low + 8 * scale: exact for Q4_x.
+        scale_zero = torch.stack((weight.scale, weight.low + 8 * weight.scale), dim=-1)
+        self.packed = nn.Parameter(
+            torch.ops.aten._convert_weight_to_int4pack_for_cpu(weight.q.to(torch.int32), 1),
+            requires_grad=False,
+        )
+        self.scale_zero = nn.Parameter(
+            scale_zero.transpose(0, 1).contiguous().bfloat16(), requires_grad=False
+        )
+        self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+
+    @staticmethod
+    def quantize(weight: torch.Tensor) -> GroupQuantized:
+        """Round float weights [out, in] to 16 levels between each group's min and max."""
+        rows, cols = weight.shape
+        grouped = weight.float().reshape(rows, cols // GROUP, GROUP)
+        low, high = grouped.amin(dim=-1), grouped.amax(dim=-1)
+        scale = ((high - low) / 15).clamp(min=1e-12)
+        q = torch.round((grouped - low[..., None]) / scale[..., None]).clamp(0, 15)
+        return GroupQuantized(q.reshape(rows, cols).to(torch.uint8), scale, low)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [T, in] -> [T, out] in x's dtype."""
+        out = torch.ops.aten._weight_int4pack_mm_for_cpu(
+            x.bfloat16(), self.packed, GROUP, self.scale_zero
+        ).to(x.dtype)
+        return out if self.bias is None else out + self.bias
+
+
+def make_linear(parts: list[Weight], biases: list[torch.Tensor] | None, weights: str) -> nn.Module:
+    """One projection over the row-wise concatenation of ``parts``, stored as ``weights`` says.
+
+    int4 keeps 4-bit file blocks as they are and requantizes anything else in groups of 32 (a
+    width that is not a multiple of 32 falls back to int8).
+    """
+    bias = torch.cat([b.float() for b in biases]) if biases else None
+    if weights == "int4" and all(isinstance(p, GroupQuantized) for p in parts):
+        return Int4Linear(GroupQuantized.cat(parts), bias)  # type: ignore[arg-type]
+    dense = torch.cat([p.dequantize() if isinstance(p, GroupQuantized) else p for p in parts])
+    if weights == "int4" and dense.shape[1] % GROUP == 0:
+        return Int4Linear(Int4Linear.quantize(dense), bias)
+    if weights in QUANTIZED:
+        return Int8Linear.quantize(dense, bias)
+    dtype = getattr(torch, weights)
+    return FloatLinear(dense.to(dtype), None if bias is None else bias.to(dtype))
+
+
+class Embedding(nn.Module):
+    """Token embeddings; a quantized table is the int8 LM head's rows, shared when tied."""
+
+    def __init__(self, table: torch.Tensor | Int8Linear, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.quantized = table if isinstance(table, Int8Linear) else None
+        # A tied table is the head's own Parameter: shared, not copied (nor counted twice).
+        self.weight: torch.Tensor | None = None
+        if isinstance(table, torch.Tensor):
+            shared = isinstance(table, nn.Parameter)
+            self.weight = table if shared else nn.Parameter(table, requires_grad=False)
+        self.dtype = dtype
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Embeddings [T, hidden] in the model's activation dtype."""
+        if self.quantized is not None:
+            return self.quantized.rows(ids).to(self.dtype)
+        return F.embedding(ids, dense(self.weight)).to(self.dtype)  # type: ignore[arg-type]
+
+
+def head_and_embedding(
+    embed: Weight, head: Weight | None, weights: str, dtype: torch.dtype
+) -> tuple[nn.Module, Embedding]:
+    """The LM head and the embedding table; one shared tensor when ``head`` is None (tied).
+
+    The head is int8 under both quantized choices: it is the layer whose error reaches the
+    logits undamped, and int8 is also the faster kernel at its shape (49152x576).
+    """
+    head_weights = "int8" if weights in QUANTIZED else weights
+    embed_dense = embed.dequantize() if isinstance(embed, GroupQuantized) else embed
+    lm_head = make_linear([embed_dense if head is None else head], None, head_weights)
+    if head is None:
+        if isinstance(lm_head, Int8Linear):
+            return lm_head, Embedding(lm_head, dtype)
+        if isinstance(lm_head, FloatLinear):
+            return lm_head, Embedding(lm_head.weight, dtype)
+    if weights in QUANTIZED:
+        return lm_head, Embedding(Int8Linear.quantize(embed_dense), dtype)
+    return lm_head, Embedding(embed_dense.to(getattr(torch, weights)), dtype)

@@ -1,0 +1,84 @@
+"""Weight storage: GGUF 4-bit blocks map onto int4pack exactly; the kernels match F.linear."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("gguf")
+
+import torch.nn.functional as F  # noqa: E402
+
+from agent.errors import ConfigError, UserError  # noqa: E402
+from backends.default_model import default_model_path  # noqa: E402
+from backends.engine.config import EngineSettings  # noqa: E402
+from backends.engine.gguf_weights import dequantize_tensor, group_quantized, open_gguf  # noqa: E402
+from backends.engine.quant import (  # noqa: E402
+    FloatLinear,
+    Int4Linear,
+    Int8Linear,
+    check_weights,
+    make_linear,
+)
+
+
+def _bf16_input(x: torch.Tensor) -> torch.Tensor:
+    """The kernels round activations to bfloat16; the float reference gets the same input."""
+    return x.bfloat16().float()
+
+
+def test_q4_1_blocks_are_the_dequantized_weights_exactly() -> None:
+    reader = open_gguf(default_model_path())
+    tensor = next(t for t in reader.tensors if t.name == "blk.0.ffn_gate.weight")
+    blocks = group_quantized(reader, tensor)
+    assert blocks is not None
+    expected = dequantize_tensor(reader, tensor)
+    assert torch.equal(blocks.dequantize(), expected)
+    x = torch.randn(3, expected.shape[1], generator=torch.Generator().manual_seed(0))
+    out = Int4Linear(blocks)(x)
+    ref = F.linear(_bf16_input(x), expected)
+    # The kernel works and answers in bfloat16 (8 bits of mantissa): within 2% of the output scale.
+    assert float((out - ref).abs().max()) <= 2e-2 * float(ref.abs().max())
+
+
+def test_q8_0_embedding_is_not_a_4bit_group() -> None:
+    reader = open_gguf(default_model_path())
+    embed = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    assert group_quantized(reader, embed) is None
+
+
+@pytest.mark.parametrize("batch", [1, 64])
+def test_int8_per_channel_matches_its_dequantized_weights(batch: int) -> None:
+    torch.manual_seed(0)
+    weight = torch.randn(192, 576) * 0.05
+    layer = Int8Linear.quantize(weight)
+    dequantized = layer.q.float() * layer.scales[:, None]
+    # Rounding per channel moves no weight by more than half a step.
+    assert float((dequantized - weight).abs().max()) <= float(layer.scales.max()) / 2 + 1e-7
+    x = torch.randn(batch, 576)
+    torch.testing.assert_close(
+        layer(x), F.linear(_bf16_input(x), dequantized), atol=2e-2, rtol=1e-2
+    )
+    ids = torch.tensor([0, 5, 191])
+    assert torch.equal(layer.rows(ids), dequantized[ids])
+
+
+def test_make_linear_storage_and_int4_fallback() -> None:
+    torch.manual_seed(0)
+    parts = [torch.randn(64, 96), torch.randn(32, 96)]
+    assert isinstance(make_linear(parts, None, "int4"), Int4Linear)  # 96 is 3 groups of 32
+    assert isinstance(make_linear([torch.randn(8, 40)], None, "int4"), Int8Linear)  # 40 is not
+    fused = make_linear(parts, [torch.zeros(64), torch.ones(32)], "bfloat16")
+    assert isinstance(fused, FloatLinear) and fused.weight.dtype == torch.bfloat16
+    out = fused(torch.zeros(2, 96))
+    assert out.dtype == torch.float32 and out[:, 64:].eq(1).all() and out[:, :64].eq(0).all()
+
+
+def test_weight_choice_errors_name_the_fix() -> None:
+    with pytest.raises(ConfigError, match="weights"):
+        EngineSettings.from_options({"weights": "int3"})
+    assert EngineSettings.from_options({"weights": "int4"}).weights == "int4"
+    with pytest.raises(UserError, match="CPU only"):
+        check_weights("int8", "cuda")
+    with pytest.raises(UserError, match="choose one of"):
+        check_weights("fp8", "cpu")
