@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.errors import UserError
+from sandbox.relay import pump
 
 _log = logging.getLogger("clawloop.sandbox")
 DEFAULT_PORTS = (80, 443)
@@ -322,16 +323,6 @@ def _reply(sock: socket.socket, code: int, text: str) -> None:
 
 def _relay(a: socket.socket, b: socket.socket) -> None:
     """Copy both ways until both sides are done."""
-
-    def pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
     other = threading.Thread(target=pump, args=(b, a), daemon=True)
     other.start()
     pump(a, b)

@@ -18,6 +18,8 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 
+from greedy_reference import greedy_rows  # noqa: E402
+
 from backends.default_model import default_model_path  # noqa: E402
 from backends.engine.model_runner import ModelRunner  # noqa: E402
 
@@ -64,22 +66,10 @@ def test_greedy_continuations_match(reference: Any, runner: ModelRunner) -> None
     for i, ids in enumerate(prompts):
         driver.add(i, ids)
     driver.generate(list(range(len(prompts))), NEW_TOKENS - 1)
-    # transformers runs the same prompts as one left-padded batch, masked, to keep the test quick.
-    width = max(len(ids) for ids in prompts)
-    padded = torch.tensor([[eos[0]] * (width - len(ids)) + ids for ids in prompts])
-    mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts])
-    with torch.inference_mode():
-        out = reference.generate(
-            padded,
-            attention_mask=mask,
-            max_new_tokens=NEW_TOKENS,
-            do_sample=False,
-            eos_token_id=eos,
-            pad_token_id=eos[0],
-        )
+    rows = greedy_rows(reference, prompts, eos, NEW_TOKENS)
     same = 0
     for i, ids in enumerate(prompts):
-        ours, theirs = driver.seqs[i].tokens[len(ids) :], out[i, width:].tolist()
+        ours, theirs = driver.seqs[i].tokens[len(ids) :], rows[i]
         stop = next((n + 1 for n, t in enumerate(theirs) if t in eos), len(theirs))
         same += ours[:stop] == theirs[:stop]
     print(f"greedy continuations identical: {same} of {len(prompts)}")

@@ -27,6 +27,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
+from greedy_reference import greedy_rows  # noqa: E402
+
 from backends.default_model import default_model_path  # noqa: E402
 from backends.engine.batch import StepBatch  # noqa: E402
 from backends.engine.llm_engine import LLMEngine  # noqa: E402
@@ -86,21 +88,8 @@ def reference_continuations(reference: Any) -> list[list[int]]:
     tokenizer = _tokenizer()
     prompts = [tokenizer.encode(_chat(text)) for text in PROMPTS]
     eos = tokenizer.eos_token_ids
-    # One left-padded, masked batch keeps the reference quick.
-    width = max(len(ids) for ids in prompts)
-    padded = torch.tensor([[eos[0]] * (width - len(ids)) + ids for ids in prompts])
-    mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts])
-    with torch.inference_mode():
-        out = reference.generate(
-            padded,
-            attention_mask=mask,
-            max_new_tokens=NEW_TOKENS,
-            do_sample=False,
-            eos_token_id=eos,
-            pad_token_id=eos[0],
-        )
     continuations = []
-    for row in out[:, width:].tolist():
+    for row in greedy_rows(reference, prompts, eos, NEW_TOKENS):
         stop = next((n + 1 for n, t in enumerate(row) if t in eos), len(row))
         continuations.append(row[:stop])
     return continuations
