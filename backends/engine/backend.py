@@ -192,6 +192,7 @@ def _load_engine(
         block_size=settings.block_size,
         adapter=adapter,
         weights=settings.weights,
+        weight_cache=settings.weight_cache,
     )
     constraints = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
     return LLMEngine(runner, **settings.engine_kwargs()), constraints

@@ -175,6 +175,8 @@ class EngineSettings(BaseModel):
     # Cap on one sequence's prefill chunk per step, so a long prompt cannot stall decodes (0: off).
     long_prefill_token_threshold: int = Field(default=0, ge=0)
     max_model_len: int | None = Field(default=None, ge=2)
+    # Keep the loaded model in the user's cache folder so later starts skip decoding the file.
+    weight_cache: bool = True
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> EngineSettings:

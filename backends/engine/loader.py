@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from backends.engine.model import CausalLM
     from backends.engine.quant import Weight
+    from backends.engine.weight_cache import CachedModel
 
 
 @dataclass(slots=True)
@@ -56,23 +57,63 @@ def load_model(
     show_progress: bool = False,
     adapter: Path | None = None,
     weights: str | None = None,
+    cache: bool = False,
 ) -> LoadedModel:
     """Read config, tokenizer and weights onto ``device``: norms in ``dtype`` (the activations'),
     projections stored as ``weights`` says (float32, bfloat16, int8 or int4; see
     :mod:`backends.engine.quant`).
 
     ``adapter`` is a GGUF LoRA file merged into the weights of a .gguf model as they load.
+    ``cache`` (CPU only) keeps what the load produced in the weight cache
+    (:mod:`backends.engine.weight_cache`) and starts from it when nothing changed since.
     """
     import torch
 
+    from backends.engine import weight_cache
     from backends.engine.model import CausalLM
-    from backends.engine.quant import QUANTIZED, check_weights
+    from backends.engine.quant import check_weights
 
     path = Path(path).expanduser()
     storage = check_weights(weights or default_weights(device, dtype), device)
     dtype = dtype or default_dtype(device)
     if adapter is not None and not path.is_file():
         raise UserError(f"a LoRA adapter needs a .gguf base model, not {path}")
+    if not path.exists():
+        raise UserError(
+            f"model path {path} does not exist: pass a .gguf file or a Hugging Face folder"
+        )
+    key = None
+    source = None
+    if cache and device == "cpu":
+        key = weight_cache.cache_key(path, adapter, storage, str(dtype))
+        source = weight_cache.load(key)
+    if source is None:
+        source = _read_source(path, device, dtype, storage, adapter, show_progress)
+        if key is not None:
+            weight_cache.store(key, source)
+    with torch.device(device):
+        model = CausalLM(source.config, dict(source.tensors), storage)
+    model.eval()
+    config, tokenizer = source.config, source.tokenizer
+    del source
+    _return_freed_memory()
+    return LoadedModel(config, model, tokenizer)
+
+
+def _read_source(
+    path: Path,
+    device: str,
+    dtype: torch.dtype,
+    storage: str,
+    adapter: Path | None,
+    show_progress: bool,
+) -> CachedModel:
+    """Config, tokenizer and the named tensors the model is built from, read from the file."""
+    import torch
+
+    from backends.engine.quant import QUANTIZED
+    from backends.engine.weight_cache import CachedModel
+
     if path.is_dir():
         from backends.engine.hf_weights import hf_total_bytes, iter_hf_weights
 
@@ -87,7 +128,7 @@ def load_model(
 
         def read(report: Callable[[int], None]) -> Iterator[tuple[str, Weight]]:
             return iter_hf_weights(path, report)
-    elif path.is_file():
+    else:
         from backends.engine.gguf_weights import gguf_total_bytes, iter_gguf_weights, open_gguf
 
         reader = open_gguf(path)
@@ -101,10 +142,6 @@ def load_model(
 
         def read(report: Callable[[int], None]) -> Iterator[tuple[str, Weight]]:
             return iter_gguf_weights(reader, config, report, lora, keep_4bit=storage == "int4")
-    else:
-        raise UserError(
-            f"model path {path} does not exist: pass a .gguf file or a Hugging Face folder"
-        )
 
     tensors: dict[str, Weight] = {}
     # Quantized projections are rounded from float32 values, so they load as float32 first.
@@ -119,11 +156,7 @@ def load_model(
             if name.endswith(("_proj.weight", "embed_tokens.weight", "lm_head.weight")):
                 target = projection
             tensors[name] = value.to(device=device, dtype=target)
-    with torch.device(device):
-        model = CausalLM(config, tensors, storage)
-    model.eval()
-    _return_freed_memory()
-    return LoadedModel(config, model, tokenizer)
+    return CachedModel(config, tokenizer, tensors)
 
 
 def _return_freed_memory() -> None:

@@ -43,6 +43,7 @@ class ModelRunner:
         show_progress: bool = False,
         adapter: Path | None = None,
         weights: str | None = None,
+        weight_cache: bool = False,
     ) -> None:
         import torch
 
@@ -62,6 +63,7 @@ class ModelRunner:
             show_progress=show_progress,
             adapter=adapter,
             weights=weights,
+            cache=weight_cache,
         )
         self.model = loaded.model
         self.config: ModelConfig = loaded.config

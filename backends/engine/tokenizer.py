@@ -70,6 +70,31 @@ class EngineTokenizer:
         self._byte_level = byte_level
         self._token_bytes: list[bytes] | None = None
 
+    def to_state(self) -> dict[str, Any]:
+        """Plain data that :meth:`from_state` turns back into an equal tokenizer."""
+        return {
+            "tokenizer_json": self.hf.to_str(),
+            "eos_token_ids": list(self.eos_token_ids),
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            "chat_template": self.chat_template,
+            "byte_level": self._byte_level,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> EngineTokenizer:
+        """The tokenizer :meth:`to_state` described."""
+        from tokenizers import Tokenizer
+
+        return cls(
+            Tokenizer.from_str(state["tokenizer_json"]),
+            [int(i) for i in state["eos_token_ids"]],
+            str(state["bos_token"]),
+            str(state["eos_token"]),
+            state["chat_template"],
+            bool(state["byte_level"]),
+        )
+
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``; no BOS is added (the chat template writes its own markers)."""
         return list(self.hf.encode(text, add_special_tokens=False).ids)
