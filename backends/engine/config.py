@@ -175,6 +175,8 @@ class EngineSettings(BaseModel):
     # Cap on one sequence's prefill chunk per step, so a long prompt cannot stall decodes (0: off).
     long_prefill_token_threshold: int = Field(default=0, ge=0)
     max_model_len: int | None = Field(default=None, ge=2)
+    # Append the tokens a tool-call grammar forces at once instead of decoding them one by one.
+    jump_forward: bool = True
     # Keep the loaded model in the user's cache folder so later starts skip decoding the file.
     weight_cache: bool = True
 
@@ -196,4 +198,5 @@ class EngineSettings(BaseModel):
             "enable_prefix_caching": self.enable_prefix_caching,
             "long_prefill_token_threshold": self.long_prefill_token_threshold,
             "max_model_len": self.max_model_len,
+            "jump_forward": self.jump_forward,
         }

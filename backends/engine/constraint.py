@@ -73,6 +73,22 @@ class TokenConstraint:
         """Advance by one token; False (state unchanged) if the grammar does not allow it."""
         return bool(self._matcher.accept_token(token_id))
 
+    def forced_tokens(self, limit: int) -> list[int]:
+        """Accept and return up to ``limit`` tokens the grammar allows no alternative to.
+
+        These are the jump-forward tokens (xgrammar tokenizes the forced text, leaving out a
+        last token that a longer token could still extend, and never returns end tokens): the
+        engine feeds them to the model with the next step instead of decoding them one by one.
+        """
+        if limit <= 0:
+            return []
+        accepted: list[int] = []
+        for token in self._matcher.find_jump_forward_tokens()[:limit]:
+            if not self._matcher.accept_token(token):
+                break  # not expected: keep what the grammar took
+            accepted.append(int(token))
+        return accepted
+
     def is_terminated(self) -> bool:
         """True once a stop token was accepted in a state where the text may end."""
         return bool(self._matcher.is_terminated())

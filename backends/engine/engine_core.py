@@ -97,8 +97,11 @@ class EngineCore:
         long_prefill_token_threshold: int,
         max_model_len: int,
         record_kv_usage: bool = False,
+        jump_forward: bool = True,
     ) -> None:
         self.runner = runner
+        # Tokens a grammar forces are appended at once and computed with the next step.
+        self.jump_forward = jump_forward
         self.block_size = runner.block_size
         self.block_manager = BlockManager(
             runner.num_blocks, runner.block_size, enable_prefix_caching
@@ -224,14 +227,31 @@ class EngineCore:
             reason, shown = "stop", False  # an end token: counted, never shown
         elif constraint is not None and constraint.is_terminated():
             reason = "stop"
-        elif seq.num_output_tokens >= seq.params.max_tokens or seq.num_tokens >= self.max_model_len:
+        elif self._out_of_room(seq):
             reason = "length"
+        tokens = [token]
+        if reason is None and constraint is not None and self.jump_forward:
+            room = min(
+                seq.params.max_tokens - seq.num_output_tokens, self.max_model_len - seq.num_tokens
+            )
+            forced = constraint.forced_tokens(room)
+            if forced:
+                seq.token_ids.extend(forced)
+                self.stats.generation_tokens += len(forced)
+                tokens += forced
+                if self._out_of_room(seq):
+                    reason = "length"
         if reason is not None:
             self.scheduler.finish(seq, reason)
             del self._live[seq.seq_id]
-        output = self._output(seq, [token])
+        output = self._output(seq, tokens)
         output.shown = shown
         return output
+
+    def _out_of_room(self, seq: Sequence) -> bool:
+        return (
+            seq.num_output_tokens >= seq.params.max_tokens or seq.num_tokens >= self.max_model_len
+        )
 
     def _output(self, seq: Sequence, tokens: list[int]) -> CoreOutput:
         return CoreOutput(

@@ -53,6 +53,7 @@ class LLMEngine:
         long_prefill_token_threshold: int = 0,
         max_model_len: int | None = None,
         record_kv_usage: bool = False,
+        jump_forward: bool = True,
     ) -> None:
         self.runner = runner
         self.tokenizer = runner.tokenizer
@@ -69,6 +70,7 @@ class LLMEngine:
             long_prefill_token_threshold=long_prefill_token_threshold,
             max_model_len=self.max_model_len,
             record_kv_usage=record_kv_usage,
+            jump_forward=jump_forward,
         )
         self._ids = itertools.count()
         self._processors: dict[int, OutputProcessor] = {}  # synchronous mode only

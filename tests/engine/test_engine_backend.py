@@ -66,6 +66,9 @@ class FiveTokens:
     def reset(self) -> None:
         self.count = 0
 
+    def forced_tokens(self, limit: int) -> list[int]:
+        return []
+
 
 @pytest.fixture
 def decoder() -> EngineDecoder:

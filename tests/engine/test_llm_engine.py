@@ -6,7 +6,7 @@ import random
 import threading
 
 import pytest
-from fake_runner import EOS, FakeRunner, FakeTokenizer, reference_generate
+from fake_runner import EOS, FakeRunner, FakeTokenizer, next_token, reference_generate
 
 from agent.errors import UserError
 from backends.engine.batch import StepBatch
@@ -134,6 +134,9 @@ class CountingConstraint:
         self.resets += 1
         self.accepted = 0
 
+    def forced_tokens(self, limit: int) -> list[int]:
+        return []
+
 
 def test_constraint_termination_and_replay_after_preemption() -> None:
     engine = LLMEngine(FakeRunner(num_blocks=64, block_size=4))
@@ -149,6 +152,77 @@ def test_constraint_termination_and_replay_after_preemption() -> None:
     assert final[0].finish_reason == "stop" and final[0].completion_tokens == 9
     assert constraint.resets == 1 and constraint.accepted == 9
     assert final[0].token_ids == reference_generate([4, 5, 6], GREEDY)[:9]
+
+
+class ForcingConstraint:
+    """After its second accepted token, forces ``forced`` (as a grammar with one way on would)."""
+
+    def __init__(self, forced: list[int], limit: int) -> None:
+        self.forced, self.limit, self.accepted = forced, limit, 0
+
+    def accept(self, token_id: int) -> bool:
+        self.accepted += 1
+        return True
+
+    def is_terminated(self) -> bool:
+        return self.accepted >= self.limit
+
+    def reset(self) -> None:
+        self.accepted = 0
+
+    def forced_tokens(self, limit: int) -> list[int]:
+        if self.accepted != 2:
+            return []
+        out = self.forced[:limit]
+        self.accepted += len(out)
+        return out
+
+
+def _run(engine: LLMEngine, request_id: int) -> GenerationResult:
+    while True:
+        for out in engine.step():
+            if out.request_id == request_id and out.result is not None:
+                return out.result
+
+
+def _forced_reference(prompt: list[int], forced: list[int], total: int) -> list[int]:
+    """The fake model's output with ``forced`` written after its second token."""
+    tokens, out = list(prompt), list[int]()
+    while len(out) < total:
+        token = next_token(tokens, GREEDY, len(out), 0)
+        tokens.append(token)
+        out.append(token)
+        if len(out) == 2:
+            tokens += forced
+            out += forced
+    return out[:total]
+
+
+def test_forced_tokens_join_the_output_and_save_steps() -> None:
+    runner = FakeRunner(num_blocks=64, block_size=4)
+    engine = LLMEngine(runner)
+    forced = [70, 71, 72, 73, 74]
+    request_id = engine.add_request([4, 5, 6], GREEDY, ForcingConstraint(forced, limit=12))
+    result = _run(engine, request_id)
+    assert result.token_ids == _forced_reference([4, 5, 6], forced, 12)
+    assert result.finish_reason == "stop" and result.completion_tokens == 12
+    # 12 tokens, 5 of them forced: 7 forward passes, the forced ones riding in one of them.
+    assert len(runner.batches) == 7
+    assert max(b.num_tokens for b in runner.batches[1:]) == 1 + len(forced)
+
+    off = LLMEngine(FakeRunner(num_blocks=64, block_size=4), jump_forward=False)
+    plain = _run(off, off.add_request([4, 5, 6], GREEDY, ForcingConstraint(forced, limit=12)))
+    assert plain.token_ids == reference_generate([4, 5, 6], GREEDY)[:12]
+
+
+def test_forced_tokens_stop_at_max_tokens() -> None:
+    engine = LLMEngine(FakeRunner(num_blocks=64, block_size=4))
+    params = SamplingParams(temperature=0.0, max_tokens=4)
+    result = _run(
+        engine, engine.add_request([4, 5, 6], params, ForcingConstraint([70, 71, 72], 99))
+    )
+    assert result.token_ids == _forced_reference([4, 5, 6], [70, 71], 4)
+    assert result.finish_reason == "length" and result.completion_tokens == 4
 
 
 def test_abort_reports_and_frees() -> None:
