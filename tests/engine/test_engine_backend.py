@@ -191,6 +191,37 @@ def test_required_tool_choice_gives_a_valid_tool_call(real_backend: object) -> N
     assert isinstance(call.function.parsed_arguments().get("path"), str)
 
 
+@pytest.mark.slow
+def test_forced_parts_of_a_tool_call_take_no_decode_steps(real_backend: object) -> None:
+    from agent.backend import Completion
+
+    schema = {
+        "type": "object",
+        "properties": {"path": {"type": "string", "enum": ["README.md"]}},
+        "required": ["path"],
+    }
+    tools = [
+        ToolSpec(function=FunctionSpec(name="count_lines", description="Count", parameters=schema))
+    ]
+    chat = ChatRequest(
+        messages=[UserMessage(content="How many lines are in README.md?")],
+        tools=tools,
+        tool_choice="required",
+        max_tokens=64,
+    )
+    engine = real_backend.decoder.engine  # type: ignore[attr-defined]
+    steps = engine.num_steps
+    final = list(real_backend.generate(chat))[-1]  # type: ignore[attr-defined]
+    assert isinstance(final, Completion) and final.message.tool_calls
+    call = final.message.tool_calls[0]
+    assert (call.function.name, call.function.parsed_arguments()) == (
+        "count_lines",
+        {"path": "README.md"},
+    )
+    # Name, argument key and the enum's one value are all forced: far fewer steps than tokens.
+    assert engine.num_steps - steps < final.usage.completion_tokens / 2
+
+
 def test_an_unknown_dtype_is_a_config_error_naming_the_choices() -> None:
     from agent.errors import ConfigError
     from backends.engine.backend import make_engine_backend
