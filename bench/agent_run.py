@@ -1,0 +1,103 @@
+"""`agent run` end to end, as a user runs it: a fresh process per run, and where its time goes.
+
+The task (default: "how many lines are in README.md?" in a fresh folder holding a 3-line
+README.md) takes two model calls: a tool call, then the answer. Each run is a new
+``agent run --json`` process; the first starts with an empty cache folder (no weight cache, no
+prefix cache on disk), the later ones with what the earlier runs left there, as a user's second
+run does. Per run it reports the wall time and how it splits:
+
+- start-up and exit: the wall time outside the agent loop (imports, loading the model, the
+  interpreter's exit);
+- per model call: time to first token (prefill, including the prompt's cached part) and the rest
+  of the call (decoding), with the prompt and cached token counts.
+
+    python bench/agent_run.py                      # the bundled engine, 3 runs
+    python bench/agent_run.py --backend llamacpp   # the embedded default, for comparison
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TASK = "how many lines are in README.md?"
+
+
+def one_run(backend: str, task: str, workspace: Path, env: dict[str, str]) -> dict[str, object]:
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "cli.main", "run", "-b", backend, "--json", task],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - start
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    steps = [e for e in events if e.get("type") == "step"]
+    usage = next((e for e in events if e.get("type") == "usage"), {})
+    final = next((e for e in events if e.get("type") == "final"), None)
+    if done.returncode != 0 or final is None:
+        raise SystemExit(f"agent run failed ({done.returncode}): {done.stderr[-800:]}")
+    loop = float(usage.get("seconds", 0.0))
+    return {
+        "wall": wall,
+        "outside_loop": wall - loop,
+        "loop": loop,
+        "answer": final["content"],
+        "steps": [
+            {
+                "ttft": float(s.get("ttft_s") or 0.0),
+                "rest": float(s["seconds"]) - float(s.get("ttft_s") or 0.0),
+                "prompt": s["prompt_tokens"],
+                "cached": s["cached_tokens"],
+                "generated": s["completion_tokens"],
+            }
+            for s in steps
+        ],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backend", default="engine")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--task", default=TASK)
+    args = parser.parse_args()
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp) / "work"
+        workspace.mkdir()
+        (workspace / "README.md").write_text("line one\nline two\nline three\n")
+        env = dict(os.environ)
+        env.update(
+            CLAWLOOP_CACHE_DIR=str(Path(tmp) / "cache"),
+            CLAWLOOP_DATA_DIR=str(Path(tmp) / "data"),
+            CLAWLOOP_CONFIG=str(Path(tmp) / "config.toml"),
+            PYTHONPATH=str(root),
+        )
+        one, five, _ = os.getloadavg()
+        print(f"backend {args.backend}; task {args.task!r}; load average {one:.1f}/{five:.1f}")
+        print("| run | wall s | outside loop s | call: ttft s + rest s (prompt/cached/generated) |")
+        print("|---|---|---|---|")
+        for index in range(args.runs):
+            row = one_run(args.backend, args.task, workspace, env)
+            calls = "; ".join(
+                f"{s['ttft']:.2f} + {s['rest']:.2f} ({s['prompt']}/{s['cached']}/{s['generated']})"
+                for s in row["steps"]  # type: ignore[attr-defined]
+            )
+            label = "first (empty cache)" if index == 0 else str(index + 1)
+            print(f"| {label} | {row['wall']:.2f} | {row['outside_loop']:.2f} | {calls} |")
+        one, five, _ = os.getloadavg()
+        print(f"answer: {row['answer']!r}; load average at the end {one:.1f}/{five:.1f}")
+
+
+if __name__ == "__main__":
+    main()
