@@ -33,11 +33,11 @@ from agent.messages import (
     SystemMessage,
     ToolCall,
     ToolMessage,
-    ToolSpec,
     UserMessage,
 )
 from agent.run_context import RunContext, context_for_call, new_run_id
 from agent.session import Session
+from agent.tool_selection import ToolSelector
 from agent.tools import Tool, Toolbox, ToolResult, observation
 from agent.validation import check_call
 
@@ -80,7 +80,7 @@ class AgentLoop:
     # Worked examples sent after the system prompt in every request (never saved in the session).
     examples: list[Message] = field(default_factory=list)
     # Narrows the tools offered in each request (tool retrieval for small models).
-    select_tools: Callable[[list[Message], list[ToolSpec]], list[ToolSpec]] | None = None
+    select_tools: ToolSelector | None = None
     # A call that repeats one already made in this run is not run again: the model is shown
     # the earlier result and, with an answer tool, offered only that tool next.
     repeat_guard: bool = False
@@ -241,14 +241,22 @@ class AgentLoop:
             at = 1 if sent and sent[0].role == "system" else 0
             sent[at:at] = self.examples
         tools = self.toolbox.specs()
-        if answer_only:
-            tools = [t for t in tools if t.function.name == self.answer_tool]
-        elif self.select_tools is not None and tools:
-            tools = self.select_tools(list(messages), tools)
+        allowed: list[str] | None = None
+        if self.select_tools is not None and tools:
+            tools, allowed = self.select_tools.choose(list(messages), tools)
+        if answer_only and self.answer_tool is not None:
+            # The same tools stay shown (the prompt keeps its prefix); only the answer is callable.
+            if all(t.function.name != self.answer_tool for t in tools):
+                tools = [
+                    *tools,
+                    *(t for t in self.toolbox.specs() if t.function.name == self.answer_tool),
+                ]
+            allowed = [self.answer_tool]
         return ChatRequest(
             model=self.model,
             messages=sent,
             tools=tools or None,
+            allowed_tools=allowed,
             tool_choice="required" if required else None,
             temperature=d.temperature,
             top_p=d.top_p,

@@ -129,6 +129,10 @@ class ChatRequest(_Wire):
     messages: list[Message]
     tools: list[ToolSpec] | None = None
     tool_choice: Literal["auto", "none", "required"] | None = None
+    # Names among ``tools`` the model may call now (None: all of them). The others stay in the
+    # prompt, so a conversation's prompt keeps its prefix (and its KV cache) from step to step.
+    # On the wire this is the tools list cut down to these, as OpenAI-compatible servers expect.
+    allowed_tools: list[str] | None = None
     temperature: float | None = Field(default=None, ge=0.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=0)
@@ -139,11 +143,20 @@ class ChatRequest(_Wire):
     stream: bool | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json", exclude_none=True, exclude={"messages"})
+        data = self.model_dump(
+            mode="json", exclude_none=True, exclude={"messages", "allowed_tools"}
+        )
         data["messages"] = [m.to_wire() for m in self.messages]
         if self.tools is not None:
-            data["tools"] = [t.to_wire() for t in self.tools]
+            data["tools"] = [t.to_wire() for t in self.callable_tools() or []]
         return data
+
+    def callable_tools(self) -> list[ToolSpec] | None:
+        """The tools the model may call now: ``tools`` cut down to ``allowed_tools``."""
+        if self.tools is None or self.allowed_tools is None:
+            return self.tools
+        allowed = set(self.allowed_tools)
+        return [t for t in self.tools if t.function.name in allowed]
 
     def stop_list(self) -> list[str]:
         """The stop strings as a list."""

@@ -6,7 +6,9 @@ description against the user's latest message (words weighted by how rare they a
 tools, so "file" counts for little and "lines" for much) and keeps the best ``k``. Tools named
 in ``always`` (the answer tool) are offered too; when no tool matches any word of the
 message (a greeting, a general question), only they are. With ``look_first``, a message that
-does match a tool gets no ``always`` tool in the first reply: the model looks before it answers.
+does match a tool may not call an ``always`` tool in the first reply: the model looks before it
+answers. That tool is still shown (only the grammar holds it back), so every step of a task
+renders the same tool list and the prompt keeps its cached prefix from step to step.
 The loop still validates every call against the whole toolbox.
 """
 
@@ -16,6 +18,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from agent.messages import Message, ToolSpec
 
@@ -88,6 +91,14 @@ def _same(a: str, b: str) -> bool:
     return len(short) >= _STEM and long[:_STEM] == short[:_STEM]
 
 
+class ToolSelector(Protocol):
+    """Picks, before each request, the tools to show and those the model may call."""
+
+    def choose(
+        self, messages: Sequence[Message], specs: list[ToolSpec]
+    ) -> tuple[list[ToolSpec], list[str] | None]: ...
+
+
 @dataclass(slots=True)
 class LexicalToolSelector:
     """Keeps the ``k`` tools that best match the latest user message, plus ``always``."""
@@ -98,9 +109,17 @@ class LexicalToolSelector:
     look_first: bool = False
 
     def __call__(self, messages: Sequence[Message], specs: list[ToolSpec]) -> list[ToolSpec]:
+        """The tools the model may call now."""
+        shown, allowed = self.choose(messages, specs)
+        return shown if allowed is None else [s for s in shown if s.function.name in allowed]
+
+    def choose(
+        self, messages: Sequence[Message], specs: list[ToolSpec]
+    ) -> tuple[list[ToolSpec], list[str] | None]:
+        """The tools to show, and the names among them the model may call (None: all)."""
         query = next((m.content for m in reversed(messages) if m.role == "user"), None)
         if not isinstance(query, str):
-            return specs
+            return specs, None
         terms = set(words(query))
         docs = {s.function.name: set(words(_document(s))) for s in specs}
         scores = {name: _score(terms, doc, docs) for name, doc in docs.items()}
@@ -117,9 +136,10 @@ class LexicalToolSelector:
         )
         keep = {s.function.name for s in ranked[: self.k]}
         first_reply = bool(messages) and messages[-1].role == "user"
-        if not (self.look_first and first_reply and keep):
-            keep |= set(self.always)
-        return [s for s in specs if s.function.name in keep]
+        shown = [s for s in specs if s.function.name in keep | set(self.always)]
+        if self.look_first and first_reply and keep:
+            return shown, [s.function.name for s in shown if s.function.name in keep]
+        return shown, None
 
 
 def _document(spec: ToolSpec) -> str:

@@ -51,8 +51,9 @@ class LocalBackend:
 
     def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
         began = time.monotonic()
-        tools = request.tools if request.tool_choice != "none" else None
-        prompt = self.template.render(request.messages, tools=tools, add_generation_prompt=True)
+        shown = request.tools if request.tool_choice != "none" else None
+        prompt = self.template.render(request.messages, tools=shown, add_generation_prompt=True)
+        tools = request.callable_tools() if shown else None  # what the grammar lets through
         stop = [*self.template.stop_strings, *request.stop_list()]
         fmt = self.template.tool_format
         pieces: list[str] = []
@@ -66,8 +67,8 @@ class LocalBackend:
                 if ttft is None:
                     ttft = time.monotonic() - began
                 pieces.append(item)
-                if shown := visible.feed(item):
-                    yield TextDelta(shown)
+                if text := visible.feed(item):
+                    yield TextDelta(text)
         if rest := visible.flush():
             yield TextDelta(rest)
         raw = "".join(pieces)

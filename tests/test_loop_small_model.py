@@ -112,8 +112,25 @@ def test_a_repeated_call_is_not_run_again_and_only_the_answer_is_offered_next() 
     assert ran == ["a.txt"]
     second = [e for e in events if isinstance(e, ToolResultEvent)][1]
     assert second.decided_by == "repeat guard" and "a.txt has 3 lines." in second.content
-    offered = [[t.function.name for t in r.tools or []] for r in backend.requests]
-    assert offered == [["count_lines", "answer"], ["count_lines", "answer"], ["answer"]]
+    callable_ = [[t.function.name for t in r.callable_tools() or []] for r in backend.requests]
+    assert callable_ == [["count_lines", "answer"], ["count_lines", "answer"], ["answer"]]
+    # Every request shows the same tools, so the prompt keeps its prefix from step to step.
+    shown = [[t.function.name for t in r.tools or []] for r in backend.requests]
+    assert shown == [["count_lines", "answer"]] * 3
+    assert [t["function"]["name"] for t in backend.requests[2].to_wire()["tools"]] == ["answer"]
+
+
+def test_looking_first_holds_the_answer_back_but_still_shows_it() -> None:
+    backend = FakeBackend(
+        [call("count_lines", path="a.txt"), call("answer", text="a.txt has 3 lines.")]
+    )
+    select = LexicalToolSelector(k=1, always=["answer"], look_first=True)
+    loop = AgentLoop(backend, tools(), answer_tool="answer", select_tools=select)
+    events = run(loop, "how many lines are in a.txt?")
+    assert [e.content for e in events if isinstance(e, FinalEvent)] == ["a.txt has 3 lines."]
+    shown = [[t.function.name for t in r.tools or []] for r in backend.requests]
+    assert shown == [["count_lines", "answer"]] * 2
+    assert [r.allowed_tools for r in backend.requests] == [["count_lines"], None]
 
 
 def test_tool_selection_offers_the_matching_tools_and_only_the_answer_for_chat() -> None:

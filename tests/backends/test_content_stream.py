@@ -82,3 +82,34 @@ def test_a_local_backend_streams_content_and_returns_the_parsed_call() -> None:
     assert isinstance(done, Completion) and done.finish_reason == "tool_calls"
     [call] = done.message.tool_calls or []
     assert call.function.name == "shell" and call.function.parsed_arguments() == {"command": "ls"}
+
+
+class RecordingDecoder:
+    """Records what the backend hands the decoder: the test is about which tools go where."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+        self.tools: list[list[str]] = []
+
+    def decode(self, prompt, request, stop, tools):  # type: ignore[no-untyped-def]
+        self.prompts.append(prompt)
+        self.tools.append([t.function.name for t in tools or []])
+        yield "done"
+        yield DecodeResult()
+
+
+def test_tools_held_back_are_shown_in_the_prompt_but_not_callable() -> None:
+    from agent.messages import FunctionSpec, ToolSpec
+
+    specs = [ToolSpec(function=FunctionSpec(name=n, description=n)) for n in ("look", "answer")]
+    decoder = RecordingDecoder()
+    backend = LocalBackend("recording", ChatTemplate(None, "", ""), decoder)
+    messages = [UserMessage(content="hi")]
+    for allowed in (["look"], None, ["answer"]):
+        request = ChatRequest(messages=messages, tools=specs, allowed_tools=allowed)
+        list(backend.generate(request))
+    assert decoder.tools == [["look"], ["look", "answer"], ["answer"]]
+    assert len(set(decoder.prompts)) == 1 and '"answer"' in decoder.prompts[0]
+    wire = ChatRequest(messages=messages, tools=specs, allowed_tools=["answer"]).to_wire()
+    assert [t["function"]["name"] for t in wire["tools"]] == ["answer"]
+    assert "allowed_tools" not in wire
