@@ -86,8 +86,12 @@ _mount_optional_groups()
 
 def main() -> None:
     """Entry point: run the app; a UserError becomes one line on stderr and exit code 2."""
+    from cli.fast_exit import finish
+
     try:
         app()
+    except SystemExit as done:
+        finish(done.code)
     except UserError as exc:
         if os.environ.get("CLAWLOOP_DEBUG"):
             raise
