@@ -16,6 +16,7 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING
 
 from agent.errors import UserError
 from backends.engine.block_manager import BlockManager
@@ -28,6 +29,9 @@ from backends.engine.output import (
 )
 from backends.engine.params import SamplingParams
 from backends.engine.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from backends.engine.disk_cache import DiskKVCache
 
 __all__ = [
     "GenerationDelta",
@@ -53,7 +57,9 @@ class LLMEngine:
         long_prefill_token_threshold: int = 0,
         max_model_len: int | None = None,
         record_kv_usage: bool = False,
+        disk_cache: DiskKVCache | None = None,
     ) -> None:
+        """``disk_cache`` keeps full prompt blocks across processes (needs prefix caching)."""
         self.runner = runner
         self.tokenizer = runner.tokenizer
         self.block_size = runner.block_size
@@ -69,6 +75,7 @@ class LLMEngine:
             long_prefill_token_threshold=long_prefill_token_threshold,
             max_model_len=self.max_model_len,
             record_kv_usage=record_kv_usage,
+            disk_cache=disk_cache,
         )
         self._ids = itertools.count()
         self._processors: dict[int, OutputProcessor] = {}  # synchronous mode only
