@@ -336,12 +336,11 @@ def scatter_blocks(
     import torch
 
     k0 = kv_caches[0][0]
-    rows = torch.empty((len(block_ids), len(memoryview(values[0]).cast("B"))), dtype=torch.uint8)
-    for row, buffer in zip(rows, values, strict=True):
-        row.copy_(torch.frombuffer(buffer, dtype=torch.uint8))
-    blocks = rows.view(k0.dtype).view(len(block_ids), 2 * len(kv_caches), *k0.shape[1:])
-    blocks = blocks.to(k0.device)
-    index = torch.tensor(block_ids, dtype=torch.long, device=k0.device)
-    for layer, (k_cache, v_cache) in enumerate(kv_caches):
-        k_cache.index_copy_(0, index, blocks[:, 2 * layer])
-        v_cache.index_copy_(0, index, blocks[:, 2 * layer + 1])
+    shape = (2 * len(kv_caches), *k0.shape[1:])
+    # Block by block, straight from each buffer: faster here than staging all and index_copy_.
+    for block_id, buffer in zip(block_ids, values, strict=True):
+        block = torch.frombuffer(buffer, dtype=torch.uint8).view(k0.dtype).view(shape)
+        block = block.to(k0.device)
+        for layer, (k_cache, v_cache) in enumerate(kv_caches):
+            k_cache[block_id].copy_(block[2 * layer])
+            v_cache[block_id].copy_(block[2 * layer + 1])

@@ -16,11 +16,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("gguf")
 
 from backends.default_model import default_model_path  # noqa: E402
-from backends.engine.disk_cache import open_disk_cache  # noqa: E402
+from backends.engine.disk_cache import gather_blocks, open_disk_cache, scatter_blocks  # noqa: E402
 from backends.engine.llm_engine import LLMEngine  # noqa: E402
 from backends.engine.model_runner import ModelRunner  # noqa: E402
 from backends.engine.params import SamplingParams  # noqa: E402
 
+pytestmark = pytest.mark.slow
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
 SYSTEM = (
     "You are a careful assistant working in a terminal. Answer with one short sentence. "
@@ -155,3 +156,31 @@ def test_a_second_process_gets_the_first_ones_prompt_from_disk(tmp_path: Path) -
     assert second["cached"] == (second["prompt"] - 1) // 16 * 16 > 0
     assert second["written"] == 0
     assert second["tokens"] == first["tokens"]
+
+
+CUDA = pytest.param(
+    "cuda",
+    marks=[
+        pytest.mark.gpu,
+        pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    ],
+)
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_blocks_round_trip_through_bytes(device: str, dtype: str) -> None:
+    """Blocks leave a pool as bytes and come back exactly, into other block ids."""
+    kind = getattr(torch, dtype)
+    pool = [
+        (torch.randn(8, 16, 3, 64).to(device, kind), torch.randn(8, 16, 3, 64).to(device, kind))
+        for _ in range(4)
+    ]
+    other = [(torch.zeros_like(k), torch.zeros_like(v)) for k, v in pool]
+    values = [bytearray(v) for v in gather_blocks(pool, [5, 2])]  # as read() gives them
+    assert len(values[0]) == 2 * 4 * 16 * 3 * 64 * kind.itemsize
+    scatter_blocks(other, [1, 6], values)
+    for (k, v), (k2, v2) in zip(pool, other, strict=True):
+        assert torch.equal(k2[1], k[5]) and torch.equal(v2[1], v[5])
+        assert torch.equal(k2[6], k[2]) and torch.equal(v2[6], v[2])
+        assert not k2[0].any() and not v2[7].any()
