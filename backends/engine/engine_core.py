@@ -72,7 +72,7 @@ class EngineStats:
     prefix_cache_hits: int = 0  # of those, tokens found there
     prompt_tokens: int = 0
     generation_tokens: int = 0
-    disk_cache_hits: int = 0  # of prefix_cache_hits, tokens read back from the disk cache
+    disk_cache_hits: int = 0  # tokens read back from the disk cache (after preemptions too)
 
     @property
     def kv_cache_usage(self) -> float:
