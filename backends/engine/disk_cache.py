@@ -11,8 +11,9 @@ Reads happen on the step thread when a sequence is admitted (a hit costs a file 
 a prefill). Writes go through one writer thread: the step thread only copies the blocks out of
 the pool, and drops them when the writer is too far behind. Files are written to a temporary
 name and renamed into place, so a reader never sees half a file; the folder is capped by deleting
-the least recently used files (a hit refreshes a file's mtime). Nothing here imports torch
-except :func:`gather_blocks` and :func:`scatter_blocks`, which move blocks in and out of the pool.
+the least recently used files (a hit refreshes a file's mtime). The cache itself deals in bytes;
+torch is imported only to key the cache (:func:`open_disk_cache`) and to move blocks in and out
+of the pool (:func:`gather_blocks`, :func:`scatter_blocks`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import queue
 import struct
 import threading
 import time
+import weakref
 import zlib
 from array import array
 from collections.abc import Sequence
@@ -129,7 +131,9 @@ class DiskKVCache:
         self._values_at = _HEADER.size + 8 * block_size
         self._file_bytes = self._values_at + block_bytes
         self._known: set[int] = set()  # hashes stored (or queued) as far as this process knows
-        self._queue: queue.SimpleQueue[tuple[int, tuple[int, ...], Any]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[int, tuple[int, ...], Any] | None] = (
+            queue.SimpleQueue()
+        )
         self._pending = 0  # blocks queued and not written yet
         self._pending_bytes = 0
         self._done = threading.Condition()
@@ -198,6 +202,13 @@ class DiskKVCache:
         with self._done:
             return self._done.wait_for(lambda: self._pending == 0, timeout)
 
+    def close(self, timeout: float = EXIT_FLUSH_SECONDS) -> None:
+        """Write what is queued (waiting up to ``timeout``) and stop the writer thread."""
+        self.flush(timeout)
+        if self._writer is not None:
+            self._queue.put(None)
+            self._writer = None
+
     # --- files -------------------------------------------------------------------------------
 
     def _path(self, block_hash: int) -> Path:
@@ -261,11 +272,14 @@ class DiskKVCache:
                 target=self._write_loop, name="clawloop-kv-writer", daemon=True
             )
             self._writer.start()
-            atexit.register(self.flush, EXIT_FLUSH_SECONDS)
+            _WRITING.add(self)
 
     def _write_loop(self) -> None:
         while True:
-            block_hash, tokens, buffer = self._queue.get()
+            item = self._queue.get()
+            if item is None:
+                return
+            block_hash, tokens, buffer = item
             written = 0
             try:
                 self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -315,6 +329,17 @@ class DiskKVCache:
                 self._known.discard(int(Path(path).stem, 16) if path.endswith(".kv") else -1)
             total -= size
         return total
+
+
+# Caches with a writer thread; at exit each gets a few seconds to write what it has queued.
+_WRITING: weakref.WeakSet[DiskKVCache] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    deadline = time.monotonic() + EXIT_FLUSH_SECONDS
+    for cache in list(_WRITING):
+        cache.flush(max(0.0, deadline - time.monotonic()))
 
 
 def gather_blocks(kv_caches: list[tuple[Any, Any]], block_ids: list[int]) -> list[memoryview]:

@@ -304,3 +304,5 @@ class LLMEngine:
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=60)
+        if self.core.disk_cache is not None:
+            self.core.disk_cache.close()

@@ -200,3 +200,14 @@ def test_preemption_and_chunked_prefill_with_disk_hits(tmp_path: Path) -> None:
     assert engine.num_preemptions > 0
     assert all(r.cached_tokens == 44 for r in results[:6])
     engine.scheduler.check_invariants()
+
+
+def test_close_writes_what_is_queued_and_stops_the_writer(tmp_path: Path) -> None:
+    cache = disk(tmp_path)
+    cache.put([(9, list(range(BLOCK)))], [b"\x02" * (16 * BLOCK)])
+    writer = cache._writer
+    cache.close()
+    assert writer is not None
+    writer.join(timeout=10)
+    assert not writer.is_alive()
+    assert cache.read(9, list(range(BLOCK))) == b"\x02" * (16 * BLOCK)
