@@ -151,7 +151,7 @@ class DiskKVCache:
         path = self._path(block_hash)
         data = bytearray(self._file_bytes + 1)  # one byte more: a longer file is caught too
         try:
-            with open(path, "rb", buffering=0) as file:
+            with open(path, "rb") as file:  # buffered: readinto loops until full or at the end
                 size = file.readinto(data)
         except OSError:
             self._known.discard(block_hash)
