@@ -4,7 +4,7 @@ Refused: ``..`` or absolute paths that leave the workspace, symbolic links anywh
 way that point out of it, and files with more than one hard link (the other name may be
 outside). Some paths stay write-protected even inside the workspace, because writing them is a
 way to run code later outside the sandbox: anything under a ``.git`` at any depth (or a new
-``.git``), shell start-up files, and clawloop's own config and data folders.
+``.git``), shell start-up files, and clawloop's own config, data and cache folders.
 
 Opening is done component by component with ``O_NOFOLLOW`` and ``O_NONBLOCK``, and the opened
 descriptor is checked (a regular file, one link, on the workspace's file system) before
@@ -27,13 +27,22 @@ GIT_NAME = ".git"
 
 
 def clawloop_dirs() -> list[Path]:
-    """clawloop's own config and data folders (platformdirs)."""
+    """clawloop's own config, data and cache folders (platformdirs, and ``$CLAWLOOP_CACHE_DIR``).
+
+    The cache holds the engine's weights and KV blocks on disk: a command that rewrote them
+    would change what the model reads without changing a token of its prompt.
+    """
     import platformdirs
 
-    return [
+    dirs = [
         Path(platformdirs.user_config_dir("clawloop")),
         Path(platformdirs.user_data_dir("clawloop")),
+        Path(platformdirs.user_cache_dir("clawloop")),
     ]
+    override = os.environ.get("CLAWLOOP_CACHE_DIR")  # where the engine's caches go instead
+    if override:
+        dirs.append(Path(override).expanduser())
+    return dirs
 
 
 @dataclass(slots=True)

@@ -195,4 +195,9 @@ def _load_engine(
         weight_cache=settings.weight_cache,
     )
     constraints = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
-    return LLMEngine(runner, **settings.engine_kwargs()), constraints
+    disk = None
+    if settings.disk_cache_on(runner.device):
+        from backends.engine.disk_cache import open_disk_cache
+
+        disk = open_disk_cache(runner, path, adapter, settings.disk_cache_mib << 20)
+    return LLMEngine(runner, disk_cache=disk, **settings.engine_kwargs()), constraints

@@ -21,10 +21,13 @@ from backends.engine.sequence import Sequence
 try:  # xxhash is faster; hashlib is always there and the stored tokens guard against collisions
     import xxhash
 
+    HASH_NAME = "xxh3_64"
+
     def _digest(data: bytes) -> int:
         return int(xxhash.xxh3_64_intdigest(data))
 
 except ImportError:  # pragma: no cover - depends on the environment
+    HASH_NAME = "blake2b_64"
 
     def _digest(data: bytes) -> int:
         return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
@@ -84,7 +87,7 @@ class BlockManager:
             return []
         hits: list[int] = []
         for index in range((seq.num_tokens - 1) // self.block_size):
-            block_id = self.hash_to_block.get(self._block_hash(seq, index))
+            block_id = self.hash_to_block.get(self.block_hash(seq, index))
             if block_id is None:
                 break
             # A hash collision must never give wrong output: compare the stored tokens.
@@ -129,7 +132,7 @@ class BlockManager:
         num_full = min(seq.num_computed_tokens // self.block_size, len(seq.block_table))
         for index in range(seq.num_registered_blocks, num_full):
             block = self.blocks[seq.block_table[index]]
-            block_hash = self._block_hash(seq, index)
+            block_hash = self.block_hash(seq, index)
             # A duplicate of an already cached block stays unregistered; the first copy serves hits.
             if block.hash is None and block_hash not in self.hash_to_block:
                 block.hash = block_hash
@@ -159,7 +162,7 @@ class BlockManager:
         block.ref_count = 1
         return block_id
 
-    def _block_hash(self, seq: Sequence, index: int) -> int:
+    def block_hash(self, seq: Sequence, index: int) -> int:
         """The chained hash of full block ``index`` of ``seq``, memoised on the sequence."""
         hashes = seq.block_hashes
         while len(hashes) <= index:

@@ -158,7 +158,8 @@ class EngineSettings(BaseModel):
     """The engine's knobs, as the ``[backends.engine]`` config table (and ``agent serve``) set them.
 
     Unset values keep the engine's defaults: float32 activations with int8 weights on CPU and
-    bfloat16 on CUDA, a KV cache sized from free memory, 16-token blocks, prefix caching on.
+    bfloat16 on CUDA, a KV cache sized from free memory, 16-token blocks, prefix caching on, and
+    on CPU a 1 GiB prefix cache on disk.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -179,6 +180,9 @@ class EngineSettings(BaseModel):
     jump_forward: bool = True
     # Keep the loaded model in the user's cache folder so later starts skip decoding the file.
     weight_cache: bool = True
+    # Full prompt blocks kept on disk across processes (unset: on for CPU, off elsewhere).
+    disk_cache: bool | None = None
+    disk_cache_mib: int = Field(default=1024, ge=1)
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> EngineSettings:
@@ -200,3 +204,9 @@ class EngineSettings(BaseModel):
             "max_model_len": self.max_model_len,
             "jump_forward": self.jump_forward,
         }
+
+    def disk_cache_on(self, device: str) -> bool:
+        """Whether the disk prefix cache is in use on ``device``."""
+        if not self.enable_prefix_caching:
+            return False
+        return self.disk_cache if self.disk_cache is not None else device == "cpu"

@@ -13,13 +13,16 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from backends.engine.batch import StepBatch, build_step_batch
 from backends.engine.block_manager import BlockManager
 from backends.engine.params import SamplingParams
 from backends.engine.scheduler import Scheduler
 from backends.engine.sequence import Sequence
+
+if TYPE_CHECKING:
+    from backends.engine.disk_cache import DiskKVCache
 
 
 class Runner(Protocol):
@@ -30,6 +33,14 @@ class Runner(Protocol):
     tokenizer: Any  # .decode(ids) -> str and .eos_token_ids
 
     def execute(self, batch: StepBatch) -> list[int]: ...
+
+
+class BlockTransfer(Protocol):
+    """What a runner needs for the disk cache: copy whole blocks out of and into its pool."""
+
+    def save_blocks(self, block_ids: list[int]) -> list[Any]: ...
+
+    def load_blocks(self, block_ids: list[int], values: list[Any]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -61,6 +72,7 @@ class EngineStats:
     prefix_cache_hits: int = 0  # of those, tokens found there
     prompt_tokens: int = 0
     generation_tokens: int = 0
+    disk_cache_hits: int = 0  # tokens read back from the disk cache (after preemptions too)
 
     @property
     def kv_cache_usage(self) -> float:
@@ -98,6 +110,7 @@ class EngineCore:
         max_model_len: int,
         record_kv_usage: bool = False,
         jump_forward: bool = True,
+        disk_cache: DiskKVCache | None = None,
     ) -> None:
         self.runner = runner
         # Tokens a grammar forces are appended at once and computed with the next step.
@@ -106,8 +119,17 @@ class EngineCore:
         self.block_manager = BlockManager(
             runner.num_blocks, runner.block_size, enable_prefix_caching
         )
+        if not enable_prefix_caching:
+            disk_cache = None  # the disk cache sits below the in-memory one and needs its hashes
+        if disk_cache is not None and not hasattr(runner, "load_blocks"):
+            raise TypeError("the disk cache needs a runner with save_blocks and load_blocks")
+        self.disk_cache = disk_cache
         self.scheduler = Scheduler(
-            self.block_manager, max_num_seqs, max_num_batched_tokens, long_prefill_token_threshold
+            self.block_manager,
+            max_num_seqs,
+            max_num_batched_tokens,
+            long_prefill_token_threshold,
+            disk_cache,
         )
         self.max_model_len = max_model_len
         self.record_kv_usage = record_kv_usage
@@ -156,6 +178,10 @@ class EngineCore:
             batch = build_step_batch(plan.scheduled, self.block_size)
             if self.record_kv_usage:
                 self.kv_usage.append(self._kv_usage(batch))
+            if plan.loads:
+                ids, values = zip(*plan.loads, strict=True)
+                cast(BlockTransfer, self.runner).load_blocks(list(ids), list(values))
+                self.stats.disk_cache_hits += len(ids) * self.block_size
             sampled = self.runner.execute(batch)
             if len(sampled) != len(batch.sample_indices):
                 raise RuntimeError(
@@ -163,6 +189,8 @@ class EngineCore:
                 )
             self.stats.num_steps += 1
             self.scheduler.on_step_done(plan)
+            if self.disk_cache is not None:
+                self._save_prompts(plan.scheduled, self.disk_cache)
             for index, token in zip(batch.sample_indices, sampled, strict=True):
                 outputs.append(self._append_token(plan.scheduled[index][0], int(token)))
         self._publish_stats()
@@ -213,6 +241,25 @@ class EngineCore:
                 self.stats.prefix_cache_queries += seq.num_prompt_tokens
                 self.stats.prefix_cache_hits += seq.num_cached_tokens
                 self.stats.prompt_tokens += seq.num_prompt_tokens
+
+    def _save_prompts(self, scheduled: list[tuple[Sequence, int]], disk: DiskKVCache) -> None:
+        """Queue the full prompt blocks of sequences whose prefill ended this step, if the disk
+        lacks them. Only the copy out of the pool happens here; a writer thread writes."""
+        bm = self.block_manager
+        room = disk.room()
+        ids: list[int] = []
+        entries: list[tuple[int, list[int]]] = []
+        for seq, num_new in scheduled:
+            done = seq.num_computed_tokens
+            if seq.is_finished or not done - num_new < seq.num_prompt_tokens <= done:
+                continue
+            for index in range(seq.num_prompt_tokens // self.block_size):
+                block_hash = bm.block_hash(seq, index)
+                if len(ids) < room and disk.wants(block_hash):
+                    ids.append(seq.block_table[index])
+                    entries.append((block_hash, seq.block_tokens(index, self.block_size)))
+        if ids:
+            disk.put(entries, cast(BlockTransfer, self.runner).save_blocks(ids))
 
     def _append_token(self, seq: Sequence, token: int) -> CoreOutput:
         live = self._live[seq.seq_id]
@@ -277,6 +324,7 @@ class EngineCore:
             prefix_cache_hits=old.prefix_cache_hits,
             prompt_tokens=old.prompt_tokens,
             generation_tokens=old.generation_tokens,
+            disk_cache_hits=old.disk_cache_hits,
         )
 
     def _kv_usage(self, batch: StepBatch) -> float:

@@ -16,6 +16,7 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING
 
 from agent.errors import UserError
 from backends.engine.block_manager import BlockManager
@@ -28,6 +29,9 @@ from backends.engine.output import (
 )
 from backends.engine.params import SamplingParams
 from backends.engine.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from backends.engine.disk_cache import DiskKVCache
 
 __all__ = [
     "GenerationDelta",
@@ -54,7 +58,9 @@ class LLMEngine:
         max_model_len: int | None = None,
         record_kv_usage: bool = False,
         jump_forward: bool = True,
+        disk_cache: DiskKVCache | None = None,
     ) -> None:
+        """``disk_cache`` keeps full prompt blocks across processes (needs prefix caching)."""
         self.runner = runner
         self.tokenizer = runner.tokenizer
         self.block_size = runner.block_size
@@ -71,6 +77,7 @@ class LLMEngine:
             max_model_len=self.max_model_len,
             record_kv_usage=record_kv_usage,
             jump_forward=jump_forward,
+            disk_cache=disk_cache,
         )
         self._ids = itertools.count()
         self._processors: dict[int, OutputProcessor] = {}  # synchronous mode only
@@ -299,3 +306,5 @@ class LLMEngine:
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=60)
+        if self.core.disk_cache is not None:
+            self.core.disk_cache.close()

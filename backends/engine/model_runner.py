@@ -160,6 +160,18 @@ class ModelRunner:
                 constraint.fill_bitmask(mask, row)  # type: ignore[attr-defined]
         return mask.to(self.device, non_blocking=True)
 
+    def save_blocks(self, block_ids: list[int]) -> list[Any]:
+        """Copies of these blocks' keys and values, every layer (for the disk cache)."""
+        from backends.engine.disk_cache import gather_blocks
+
+        return gather_blocks(self.kv_caches, block_ids)
+
+    def load_blocks(self, block_ids: list[int], values: list[Any]) -> None:
+        """Write blocks saved by :meth:`save_blocks` (in any process) into these pool blocks."""
+        from backends.engine.disk_cache import scatter_blocks
+
+        scatter_blocks(self.kv_caches, block_ids, values)
+
     def close(self) -> None:
         """Drop the weights, the KV cache and any captured graphs."""
         self._graphs = None

@@ -6,23 +6,44 @@ an unfinished prefill takes the next chunk), then among waiting ones, which are 
 blocks, the budget and the sequence limit allow. When blocks run out, the most recently admitted
 sequence is preempted: its blocks are freed and it is recomputed later (its tokens are kept, so
 it resumes where it was; the prefix cache often makes the recompute cheap).
+
+Below the in-memory prefix cache there may be a :class:`PrefixStore` (the disk cache): full
+blocks it holds past the in-memory hits are taken as computed at admission, their values read
+now and handed to the runner with the step's plan (``SchedulerOutput.loads``).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from backends.engine.block_manager import BlockManager
 from backends.engine.sequence import Sequence, SequenceStatus
 
 
+class PrefixStore(Protocol):
+    """Full KV blocks kept outside the pool (on disk), by chained block hash."""
+
+    def contains(self, block_hash: int) -> bool: ...
+
+    def read(self, block_hash: int, token_ids: Seq[int]) -> Any | None:
+        """The block's values (a buffer for the runner), or None if it cannot be used."""
+        ...
+
+
 @dataclass(slots=True)
 class SchedulerOutput:
-    """One step's plan: (sequence, number of new tokens) in batch order, and who was preempted."""
+    """One step's plan: (sequence, number of new tokens) in batch order, and who was preempted.
+
+    ``loads`` are (block id, values) read from the prefix store: the runner must write them into
+    the pool before this step's forward pass.
+    """
 
     scheduled: list[tuple[Sequence, int]] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
+    loads: list[tuple[int, Any]] = field(default_factory=list)
 
     @property
     def num_batched_tokens(self) -> int:
@@ -41,6 +62,7 @@ class Scheduler:
         max_num_seqs: int = 64,
         max_num_batched_tokens: int = 2048,
         long_prefill_token_threshold: int = 0,
+        prefix_store: PrefixStore | None = None,
     ) -> None:
         if max_num_seqs < 1 or max_num_batched_tokens < 1:
             raise ValueError("max_num_seqs and max_num_batched_tokens must be at least 1")
@@ -49,6 +71,7 @@ class Scheduler:
         self.max_num_batched_tokens = max_num_batched_tokens
         # Caps one sequence's prefill chunk so a long prompt cannot take the whole step (0 = off).
         self.long_prefill_token_threshold = long_prefill_token_threshold
+        self.prefix_store = prefix_store if block_manager.enable_prefix_caching else None
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self._preempted: list[Sequence] = []  # reported by the next schedule()
@@ -102,10 +125,15 @@ class Scheduler:
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
             cached = bm.find_cached_prefix(seq)
-            uncomputed = seq.num_tokens - len(cached) * bm.block_size
+            stored = self._stored_blocks(seq, len(cached))
+            uncomputed = seq.num_tokens - (len(cached) + stored) * bm.block_size
             num_new = self._chunk(uncomputed, budget)
-            if not bm.allocate_slots(seq, num_new, cached):
+            # The stored blocks take fresh blocks, counted as computed once their values are read.
+            if not bm.allocate_slots(seq, stored * bm.block_size + num_new, cached):
                 break
+            if stored:
+                loaded = self._load_stored(seq, len(cached), stored, out)
+                seq.num_computed_tokens += loaded * bm.block_size
             self.waiting.popleft()
             if seq.num_preemptions == 0:
                 seq.num_cached_tokens = min(seq.num_computed_tokens, seq.num_prompt_tokens)
@@ -113,6 +141,31 @@ class Scheduler:
             self.running.append(seq)
             out.scheduled.append((seq, num_new))
             budget -= num_new
+
+    def _stored_blocks(self, seq: Sequence, start: int) -> int:
+        """How many full blocks from block ``start`` on the prefix store holds (never the last
+        token's: its logits are needed)."""
+        if self.prefix_store is None:
+            return 0
+        bm = self.block_manager
+        count = 0
+        for index in range(start, (seq.num_tokens - 1) // bm.block_size):
+            if not self.prefix_store.contains(bm.block_hash(seq, index)):
+                break
+            count += 1
+        return count
+
+    def _load_stored(self, seq: Sequence, start: int, count: int, out: SchedulerOutput) -> int:
+        """Read ``count`` stored blocks into ``seq``'s freshly allocated ones; stops at the first
+        that cannot be used (its tokens are then computed) and returns how many were read."""
+        bm, store = self.block_manager, self.prefix_store
+        for index in range(start, start + count):
+            tokens = seq.block_tokens(index, bm.block_size)
+            values = store.read(bm.block_hash(seq, index), tokens) if store else None
+            if values is None:
+                return index - start
+            out.loads.append((seq.block_table[index], values))
+        return count
 
     def _chunk(self, uncomputed: int, budget: int) -> int:
         num_new = min(uncomputed, budget)

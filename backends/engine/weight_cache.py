@@ -21,7 +21,9 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from backends.engine.cache_files import cache_root, file_identity
 
 if TYPE_CHECKING:
     from backends.engine.config import ModelConfig
@@ -38,31 +40,16 @@ _log = logging.getLogger(__name__)
 
 
 def cache_dir() -> Path:
-    """Where entries live: ``$CLAWLOOP_CACHE_DIR/weights``, else the XDG cache folder."""
-    base = os.environ.get("CLAWLOOP_CACHE_DIR")
-    if base:
-        return Path(base).expanduser() / "weights"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "clawloop" / "weights"
-
-
-def _identity(path: Path) -> list[Any]:
-    """Resolved path, size and mtime of a file, or of each file a model folder holds."""
-    path = path.resolve()
-    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
-    out: list[Any] = []
-    for file in files:
-        stat = file.stat()
-        out.append([str(file), stat.st_size, stat.st_mtime_ns])
-    return out
+    """``weights`` in clawloop's cache folder (:func:`backends.engine.cache_files.cache_root`)."""
+    return cache_root() / "weights"
 
 
 def cache_key(model: Path, adapter: Path | None, storage: str, dtype: str) -> str:
     """A digest of everything the loaded tensors depend on."""
     spec = {
         "version": FORMAT_VERSION,
-        "model": _identity(model),
-        "adapter": _identity(adapter) if adapter is not None else None,
+        "model": file_identity(model),
+        "adapter": file_identity(adapter),
         "storage": storage,
         "dtype": dtype,
     }

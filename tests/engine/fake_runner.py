@@ -74,6 +74,7 @@ class FakeRunner:
         self.cache: dict[int, tuple[int, int]] = {}
         self.batches: list[StepBatch] = []
         self.tokens_computed = 0
+        self.blocks_loaded = 0
 
     def execute(self, batch: StepBatch) -> list[int]:
         self.batches.append(batch)
@@ -97,6 +98,24 @@ class FakeRunner:
                 next_token(context, batch.sampling[row], batch.output_counts[row], self.eos_every)
             )
         return out
+
+    def save_blocks(self, block_ids: list[int]) -> list[bytes]:
+        """Each block's (token, position) pairs, as ``ModelRunner.save_blocks`` gives its K/V."""
+        bs = self.block_size
+        return [
+            array("q", [x for s in range(b * bs, (b + 1) * bs) for x in self.cache[s]]).tobytes()
+            for b in block_ids
+        ]
+
+    def load_blocks(self, block_ids: list[int], values: list[bytes]) -> None:
+        """Write blocks made by :meth:`save_blocks` back into the cache."""
+        bs = self.block_size
+        self.blocks_loaded += len(block_ids)
+        for block_id, raw in zip(block_ids, values, strict=True):
+            pairs = array("q")
+            pairs.frombytes(bytes(raw))
+            for offset in range(bs):
+                self.cache[block_id * bs + offset] = (pairs[2 * offset], pairs[2 * offset + 1])
 
     def _read(self, block_table: list[int], length: int) -> list[int]:
         bs = self.block_size
