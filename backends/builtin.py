@@ -30,6 +30,7 @@ def make_llamacpp(
     threads: Any = None,
     tool_first: Any = None,
     adapter: Any = None,
+    disk_cache: Any = None,
     **_: Any,
 ) -> Backend:
     """llama.cpp on a GGUF file (default: the bundled SmolLM2-135M-Instruct), with an optional
@@ -47,6 +48,7 @@ def make_llamacpp(
         threads=_int("threads", threads),
         tool_first=not model if tool_first is None else _bool("tool_first", tool_first),
         adapter=adapter,
+        disk_cache=True if disk_cache is None else _bool("disk_cache", disk_cache),
     )
 
 

@@ -42,7 +42,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import BackendError, UserError
 from agent.messages import ChatRequest, ToolSpec, Usage
@@ -54,11 +54,16 @@ from backends.stop_text import StopStringMatcher
 from backends.tool_format import HERMES, ToolCallFormat
 from backends.tool_grammar import tool_call_schema_json
 
+if TYPE_CHECKING:
+    from backends.llama_prompt_cache import PromptStateCache
+
 DEFAULT_N_CTX = 8192
 MAX_PARALLEL_CALLS = 8
 # Sampling defaults for settings a request leaves unset (llama.cpp's own defaults).
 DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P, DEFAULT_MIN_P = 0.8, 40, 0.95, 0.05
 _RANDOM_SEED = 0xFFFFFFFF  # llama.cpp draws a seed
+# A prompt that needed at least this many new tokens computed is saved for later processes.
+SAVE_AFTER_TOKENS = 256
 
 
 @dataclass(slots=True)
@@ -174,9 +179,11 @@ class LlamaCppDecoder:
         extra_buffers: bool | None = None,
         tool_format: ToolCallFormat = HERMES,
         adapter: Path | None = None,
+        disk_cache: bool = False,
     ) -> None:
         self.model_path = model_path
         self.adapter = adapter
+        self.disk_cache = disk_cache
         self.tool_format = tool_format
         self.n_ctx = n_ctx or _model_context(model_path)
         self.threads = threads or _cores()
@@ -208,8 +215,13 @@ class LlamaCppDecoder:
                 f"the conversation is {len(tokens)} tokens, more than the model's context of "
                 f"{n_ctx}: start a new session, or raise n_ctx"
             )
+        prompts = self._prompt_cache(llm) if self.disk_cache else None
+        if prompts is not None and llm.n_tokens == 0:
+            prompts.load_best(llm, tokens)  # a new process: start from a saved prompt
         cached = _reuse_prefix(llm, tokens)
         llm.eval(tokens[cached:])
+        if prompts is not None and len(tokens) - cached >= SAVE_AFTER_TOKENS:
+            prompts.save(llm, tokens)
         sampler = self._sampler(llm, request, tools)
         budget = min(request.max_tokens or n_ctx, n_ctx - len(tokens))
         text = StopStringMatcher(stop)
@@ -237,6 +249,13 @@ class LlamaCppDecoder:
                 yield rest  # text held back for a stop string that never came
         usage = Usage(prompt_tokens=len(tokens), completion_tokens=generated, cached_tokens=cached)
         yield DecodeResult(finish_reason=finish, usage=usage)
+
+    def _prompt_cache(self, llm: Any) -> PromptStateCache:
+        from backends.llama_prompt_cache import PromptStateCache, folder_key
+
+        version = str(getattr(_import_llama_cpp(), "__version__", ""))
+        key = folder_key(self.model_path, self.adapter, llm.n_ctx(), version)
+        return PromptStateCache(key)
 
     def _tokenize(self, llm: Any, prompt: str) -> list[int]:
         tokens: list[int] = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
@@ -324,12 +343,14 @@ def make_llamacpp_backend(
     tool_first: bool = False,
     extra_buffers: bool | None = None,
     adapter: str | Path | None = None,
+    disk_cache: bool = True,
     **_: Any,
 ) -> LocalBackend:
     """A LocalBackend on a GGUF file (the bundled SmolLM2-135M-Instruct by default).
 
     ``adapter`` is a GGUF LoRA file applied at load: unset, the shipped adapter for the bundled
-    model (if the package holds one); "none", no adapter.
+    model (if the package holds one); "none", no adapter. ``disk_cache`` keeps prefilled
+    prompts' KV on disk for later processes (:mod:`backends.llama_prompt_cache`).
     """
     from backends.lora_gguf import adapter_path
 
@@ -345,6 +366,7 @@ def make_llamacpp_backend(
         extra_buffers,
         template.tool_format,
         adapter_path(adapter, default_adapter(path)),
+        disk_cache,
     )
     backend = LocalBackend("llamacpp", template, decoder)
     backend.adapter = decoder.adapter

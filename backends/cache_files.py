@@ -1,4 +1,4 @@
-"""Where the engine's caches live, and what identifies the files a cache entry was made from."""
+"""Where clawloop's caches live, and what identifies the files a cache entry was made from."""
 
 from __future__ import annotations
 
