@@ -59,6 +59,9 @@ def serve(
     options = load_settings().backends.get("engine")
     settings = options.model_dump(exclude_none=True) if options else {}
     settings.pop("model", None)
+    # A server is one long-running process whose prefix cache stays warm in memory: the disk
+    # cache would only add a copy of every new prompt's blocks to the step loop (unless asked).
+    settings.setdefault("disk_cache", False)
     path = model or (options.model if options else None)
     loaded = load_engine(path, **settings)
     model_id = _model_id(loaded.path)
