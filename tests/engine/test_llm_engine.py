@@ -154,21 +154,12 @@ def test_constraint_termination_and_replay_after_preemption() -> None:
     assert final[0].token_ids == reference_generate([4, 5, 6], GREEDY)[:9]
 
 
-class ForcingConstraint:
+class ForcingConstraint(CountingConstraint):
     """After its second accepted token, forces ``forced`` (as a grammar with one way on would)."""
 
     def __init__(self, forced: list[int], limit: int) -> None:
-        self.forced, self.limit, self.accepted = forced, limit, 0
-
-    def accept(self, token_id: int) -> bool:
-        self.accepted += 1
-        return True
-
-    def is_terminated(self) -> bool:
-        return self.accepted >= self.limit
-
-    def reset(self) -> None:
-        self.accepted = 0
+        super().__init__(limit)
+        self.forced = forced
 
     def forced_tokens(self, limit: int) -> list[int]:
         if self.accepted != 2:
