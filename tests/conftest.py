@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,3 +40,18 @@ def isolated_home(
     ):
         monkeypatch.delenv(var, raising=False)
     return home
+
+
+@pytest.fixture
+def ws() -> Iterator[Path]:
+    """A workspace straight under the temp folder, reachable by the sandbox's uid.
+
+    pytest's own folders are 0700 and re-chmodded by every pytest run on the machine, which
+    resets the ACL that lets the sandbox's unprivileged uid through them.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="clawloop-ws-"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sbx_support import FAKE_SECRET, Listener, RunFn
+from sbx_support import FAKE_SECRET, Listener, RunFn, running_listener
 
 from sandbox.runner import CommandResult, SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
@@ -39,19 +37,8 @@ def _tools_present() -> None:
 
 @pytest.fixture
 def listener() -> Iterator[Listener]:
-    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen(16)
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", 0))
-    lis = Listener(tcp, udp)
-    thread = threading.Thread(target=lis.serve, daemon=True)
-    thread.start()
-    yield lis
-    lis._stop.set()
-    thread.join(2)
-    tcp.close()
-    udp.close()
+    with running_listener() as lis:
+        yield lis
 
 
 @pytest.fixture

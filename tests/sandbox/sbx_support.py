@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +49,26 @@ class Listener:
                 self.hits.append("udp")
             except OSError:
                 pass
+
+
+@contextlib.contextmanager
+def running_listener() -> Iterator[Listener]:
+    """A :class:`Listener` on fresh 127.0.0.1 ports, served on a thread until the block ends."""
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(16)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    lis = Listener(tcp, udp)
+    thread = threading.Thread(target=lis.serve, daemon=True)
+    thread.start()
+    try:
+        yield lis
+    finally:
+        lis._stop.set()
+        thread.join(2)
+        tcp.close()
+        udp.close()
 
 
 def processes_with(marker: str) -> list[int]:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sbx_support import Listener
+from sbx_support import Listener, running_listener
 
 from agent.errors import ToolError, UserError
 from sandbox import bwrap
@@ -26,19 +25,8 @@ from sandbox.settings import ResourceLimits, SandboxSettings
 @pytest.fixture
 def second() -> Iterator[Listener]:
     """Another listener on 127.0.0.1, on another port (the "server B" nobody declared)."""
-    tcp = socket.socket()
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen(16)
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", 0))
-    lis = Listener(tcp, udp)
-    thread = threading.Thread(target=lis.serve, daemon=True)
-    thread.start()
-    yield lis
-    lis._stop.set()
-    thread.join(2)
-    tcp.close()
-    udp.close()
+    with running_listener() as lis:
+        yield lis
 
 
 def run_with_hosts(workspace: Path, hosts: list[str], script: str) -> CommandResult:

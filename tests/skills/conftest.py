@@ -3,9 +3,7 @@ Telegram server of the connector tests, for the gateway's hot-reload test."""
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,18 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "connectors"))
 from fake_telegram import FakeTelegram
 from loopthread import LoopThread
 
-__all__ = ["dovecot", "fake", "ws"]
-
-
-@pytest.fixture
-def ws() -> Iterator[Path]:
-    """A workspace straight under the temp folder, reachable by the sandbox's uid."""
-    folder = Path(tempfile.mkdtemp(prefix="clawloop-ws-"))
-    folder.chmod(0o755)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+__all__ = ["dovecot", "fake"]
 
 
 @pytest.fixture
