@@ -184,6 +184,7 @@ class LlamaCppDecoder:
         self.model_path = model_path
         self.adapter = adapter
         self.disk_cache = disk_cache
+        self._prompts: PromptStateCache | None = None  # made on first use, for this model
         self.tool_format = tool_format
         self.n_ctx = n_ctx or _model_context(model_path)
         self.threads = threads or _cores()
@@ -251,11 +252,13 @@ class LlamaCppDecoder:
         yield DecodeResult(finish_reason=finish, usage=usage)
 
     def _prompt_cache(self, llm: Any) -> PromptStateCache:
-        from backends.llama_prompt_cache import PromptStateCache, folder_key
+        if self._prompts is None:
+            from backends.llama_prompt_cache import PromptStateCache, folder_key
 
-        version = str(getattr(_import_llama_cpp(), "__version__", ""))
-        key = folder_key(self.model_path, self.adapter, llm.n_ctx(), version)
-        return PromptStateCache(key)
+            version = str(getattr(_import_llama_cpp(), "__version__", ""))
+            key = folder_key(self.model_path, self.adapter, llm.n_ctx(), version)
+            self._prompts = PromptStateCache(key)
+        return self._prompts
 
     def _tokenize(self, llm: Any, prompt: str) -> list[int]:
         tokens: list[int] = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
