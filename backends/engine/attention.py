@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from backends.engine.native.paged_decode import DecodeCall, PagedDecode
 
 
 def store_kv_reference(
@@ -75,10 +79,11 @@ class _DecodeGroup:
     """Single-token sequences attended together: gathered blocks, masked past each context."""
 
     rows: torch.Tensor | None  # token indices in the step; None when the group is every token
-    blocks: torch.Tensor  # [seqs * width] block ids, each row padded to the group's width
-    mask: torch.Tensor  # [seqs, 1, 1, width * block_size] additive (0 or -inf)
+    blocks: torch.Tensor | None  # [seqs * width] block ids, each row padded to the group's width
+    mask: torch.Tensor | None  # [seqs, 1, 1, width * block_size] additive (0 or -inf)
     k_buffer: torch.Tensor | None = None  # gather targets, allocated once per step
     v_buffer: torch.Tensor | None = None
+    native: DecodeCall | None = None  # the C kernel over the pool, in place of gather + SDPA
 
 
 @dataclass(slots=True)
@@ -96,11 +101,12 @@ class _Prefill:
 class CpuAttentionPlan:
     """How one step's tokens attend, worked out once per step and shared by every layer.
 
-    Single-token (decode) sequences are batched by groups of similar length: their blocks are
-    gathered into buffers reused by every layer, masked past each context length, and fed to one
-    SDPA call per group with the query heads of each KV head laid out as its query rows (so K/V
-    are read once per KV head). Prompt chunks run one SDPA call each, causal over the fresh K/V
-    when nothing was cached before.
+    Single-token (decode) sequences run in one call of the C kernel over the block pool where it
+    could be built (:mod:`backends.engine.native`). Otherwise they are batched by groups of
+    similar length: their blocks are gathered into buffers reused by every layer, masked past each
+    context length, and fed to one SDPA call per group with the query heads of each KV head laid
+    out as its query rows (so K/V are read once per KV head). Prompt chunks run one SDPA call
+    each, causal over the fresh K/V when nothing was cached before.
     """
 
     scale: float
@@ -132,6 +138,9 @@ class CpuAttentionPlan:
     def _decode(
         self, group: _DecodeGroup, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     ) -> torch.Tensor:
+        if group.native is not None:
+            return group.native(q, k_cache, v_cache, self.scale)
+        assert group.blocks is not None, "a gathered decode group has its block ids"
         seqs, heads, head_dim = q.shape
         kv_heads = k_cache.shape[2]
         if group.k_buffer is None or group.v_buffer is None:
@@ -186,14 +195,28 @@ def plan_cpu_attention(
     scale: float,
     device: torch.device | str = "cpu",
     mask_dtype: torch.dtype = torch.float32,
+    native: PagedDecode | None = None,
+    heads: int = 0,
+    head_dim: int = 0,
 ) -> CpuAttentionPlan:
-    """Group a step's sequences into batched decode calls plus one call per prompt chunk."""
+    """Group a step's sequences into batched decode calls plus one call per prompt chunk.
+
+    With ``native`` (and the model's ``heads`` and ``head_dim``), every decode row goes to the C
+    kernel in one call per layer.
+    """
     plan = CpuAttentionPlan(scale=scale)
     starts = [0]
     for n in query_lens:
         starts.append(starts[-1] + n)
     decodes = [i for i, n in enumerate(query_lens) if n == 1]
     every_token = len(decodes) == len(query_lens)
+    if native is not None and decodes:
+        rows = None if every_token else torch.tensor([starts[i] for i in decodes], device=device)
+        call = native.plan(
+            [block_tables[i] for i in decodes], [context_lens[i] for i in decodes], heads, head_dim
+        )
+        plan.decode_groups.append(_DecodeGroup(rows, None, None, native=call))
+        decodes = []
     for members in _split(decodes, context_lens):
         width = max(-(-context_lens[i] // block_size) for i in members)
         ids = [(block_tables[i][:width] + [0] * width)[:width] for i in members]

@@ -140,8 +140,11 @@ def _read_source(
 
         lora = read_adapter(adapter) if adapter is not None else None
 
+        # float32 on CPU keeps 4-bit blocks too: decode steps run on them (quant.DualLinear).
+        keep_4bit = storage == "int4" or (storage == "float32" and device == "cpu")
+
         def read(report: Callable[[int], None]) -> Iterator[tuple[str, Weight]]:
-            return iter_gguf_weights(reader, config, report, lora, keep_4bit=storage == "int4")
+            return iter_gguf_weights(reader, config, report, lora, keep_4bit=keep_4bit)
 
     tensors: dict[str, Weight] = {}
     # Quantized projections are rounded from float32 values, so they load as float32 first.

@@ -44,7 +44,10 @@ class ModelRunner:
         adapter: Path | None = None,
         weights: str | None = None,
         weight_cache: bool = False,
+        native_attention: bool = True,
     ) -> None:
+        """``native_attention``: decode attention in the C kernel over the block pool (CPU,
+        float32; built on first use, and the PyTorch path where it cannot be)."""
         import torch
 
         threads = os.environ.get("CLAWLOOP_ENGINE_THREADS", "")
@@ -93,6 +96,11 @@ class ModelRunner:
             for _ in range(self.config.num_layers)
         ]
         self._sample = _load_sampler()
+        self._native = None
+        if native_attention and device == "cpu" and self.dtype == torch.float32:
+            from backends.engine.native.paged_decode import PagedDecode
+
+            self._native = PagedDecode.available()
         self._kernels = _load_triton_kernels() if cuda else None
         self._graphs: Any = None
         if self._kernels is not None and os.environ.get("CLAWLOOP_ENGINE_EAGER") != "1":
@@ -145,6 +153,9 @@ class ModelRunner:
                 self.scale,
                 device,
                 mask_dtype=self.dtype,
+                native=self._native,
+                heads=self.config.num_heads,
+                head_dim=self.config.head_dim,
             )
             attention = StoreThenAttend(slots, plan)
         return self.model(ids, positions, attention, self.kv_caches)

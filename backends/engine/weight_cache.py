@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from backends.engine.quant import Weight
     from backends.engine.tokenizer import EngineTokenizer
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: float32 entries keep a GGUF's 4-bit blocks
 KEEP = 2  # entries kept on disk: the model with and without its adapter, say
 SUFFIX = ".weights.pt"
 # Small tensors (norms, biases, rotary factors) are copied out of the mapping, so the mapping of

@@ -1,0 +1,99 @@
+"""Decode attention over the paged KV pool in C (``paged_decode.c``), called through ctypes."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import torch
+
+from backends.engine.native.build import load
+
+_float_p = ctypes.POINTER(ctypes.c_float)
+_int_p = ctypes.POINTER(ctypes.c_int32)
+
+
+class PagedDecode:
+    """``paged_decode`` with its argument types; ``available()`` builds it on first use."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self._run = library.paged_decode
+        self._run.restype = ctypes.c_int
+        self._run.argtypes = [
+            _float_p,
+            _float_p,
+            _float_p,
+            _int_p,
+            _int_p,
+            _float_p,
+            _float_p,
+            *([ctypes.c_int] * 6),
+            ctypes.c_float,
+            ctypes.c_int,
+        ]
+        self._scratch = library.paged_decode_scratch
+        self._scratch.restype = ctypes.c_long
+        self._scratch.argtypes = [ctypes.c_int, _int_p, ctypes.c_int, ctypes.c_int]
+
+    @staticmethod
+    def available() -> PagedDecode | None:
+        """The kernel, or None where it cannot be built (the PyTorch path is used instead)."""
+        library = load("paged_decode")
+        return None if library is None else PagedDecode(library)
+
+    def plan(self, tables: list[list[int]], lengths: list[int], heads: int, dim: int) -> DecodeCall:
+        """The per-step arguments, shared by every layer: block tables, lengths, buffers."""
+        width = max(len(t) for t in tables)
+        table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32)
+        length = torch.tensor(lengths, dtype=torch.int32)
+        floats = self._scratch(len(lengths), _ints(length), heads, dim)
+        scratch = torch.empty(int(floats), dtype=torch.float32)
+        out = torch.empty((len(lengths), heads, dim), dtype=torch.float32)
+        return DecodeCall(self, table, length, scratch, out)
+
+
+@dataclass(slots=True)
+class DecodeCall:
+    """One step's decode attention: call it once per layer with that layer's query and pools."""
+
+    kernel: PagedDecode
+    tables: torch.Tensor  # [seqs, width] int32
+    lengths: torch.Tensor  # [seqs] int32
+    scratch: torch.Tensor
+    out: torch.Tensor  # [seqs, heads, dim], rewritten by each call
+
+    def __call__(
+        self, q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, scale: float
+    ) -> torch.Tensor:
+        """q [seqs, heads, dim] float32 -> attention output, the same shape (a fresh tensor)."""
+        q = q.contiguous()
+        seqs, heads, dim = q.shape
+        block_size, kv_heads = k_pool.shape[1], k_pool.shape[2]
+        status = self.kernel._run(
+            _floats(q),
+            _floats(k_pool),
+            _floats(v_pool),
+            _ints(self.tables),
+            _ints(self.lengths),
+            _floats(self.out),
+            _floats(self.scratch),
+            seqs,
+            self.tables.shape[1],
+            heads,
+            kv_heads,
+            dim,
+            block_size,
+            scale,
+            torch.get_num_threads(),
+        )
+        if status != 0:
+            raise ValueError(f"paged_decode cannot run q {tuple(q.shape)} over {kv_heads} KV heads")
+        return self.out.clone()
+
+
+def _floats(tensor: torch.Tensor) -> ctypes._Pointer[ctypes.c_float]:
+    return ctypes.cast(tensor.data_ptr(), _float_p)
+
+
+def _ints(tensor: torch.Tensor) -> ctypes._Pointer[ctypes.c_int32]:
+    return ctypes.cast(tensor.data_ptr(), _int_p)

@@ -1,0 +1,121 @@
+"""The engine's C kernels, built with the system compiler, against their PyTorch references.
+
+The kernels are built once into the (test session's) cache folder. Where no C compiler or no
+AVX2 is there, the kernel tests skip and the build test checks the PyTorch fallback instead.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.nn.functional as F  # noqa: E402
+
+from backends.engine.attention import paged_attention_reference, plan_cpu_attention  # noqa: E402
+from backends.engine.native import build  # noqa: E402
+from backends.engine.native.group_matmul import GroupMatmul  # noqa: E402
+from backends.engine.native.paged_decode import PagedDecode  # noqa: E402
+from backends.engine.quant import Int4Linear  # noqa: E402
+
+needs_q4 = pytest.mark.skipif(GroupMatmul.available() is None, reason="no C compiler or no AVX2")
+needs_decode = pytest.mark.skipif(PagedDecode.available() is None, reason="no C compiler")
+
+
+@needs_q4
+@pytest.mark.parametrize(("rows", "out", "cols"), [(1, 960, 576), (5, 576, 1536), (64, 72, 96)])
+def test_q4_matmul_matches_its_dequantized_weights(rows: int, out: int, cols: int) -> None:
+    generator = torch.Generator().manual_seed(rows)
+    weight = torch.randn(out, cols, generator=generator) * 0.05
+    blocks = Int4Linear.quantize(weight)
+    x = torch.randn(rows, cols, generator=generator)
+    kernel = GroupMatmul.available()
+    assert kernel is not None
+    got = kernel.q4(x, kernel.pack(blocks.q), blocks.scale.contiguous(), blocks.low.contiguous())
+    expected = F.linear(x, blocks.dequantize())
+    # Activations are rounded to int8 per group of 32 (a step of max|x|/127): within 3% of the
+    # output's scale, and nowhere near a different answer.
+    assert float((got - expected).abs().max()) <= 3e-2 * float(expected.abs().max())
+    assert float((got - expected).abs().mean()) <= 5e-3 * float(expected.abs().max())
+
+
+@needs_q4
+def test_q4_matmul_zero_rows_and_bias_through_the_layer() -> None:
+    weight = torch.randn(64, 64) * 0.1
+    layer = Int4Linear(Int4Linear.quantize(weight), bias=torch.arange(64.0))
+    assert layer.kernel is not None
+    out = layer(torch.zeros(3, 64))  # an all-zero group has scale 0: no division by zero
+    assert torch.allclose(out, torch.arange(64.0).expand(3, 64))
+    torch_kernel = Int4Linear(Int4Linear.quantize(weight), bias=torch.arange(64.0), native=False)
+    x = torch.randn(2, 64)
+    assert torch.allclose(layer(x), torch_kernel(x), atol=5e-2 * float(torch_kernel(x).abs().max()))
+
+
+@needs_decode
+@pytest.mark.parametrize(("seqs", "longest"), [(1, 1300), (16, 300), (5, 40), (3, 1)])
+def test_paged_decode_matches_the_reference(seqs: int, longest: int) -> None:
+    rng = random.Random(seqs)
+    block, kv_heads, heads, dim, blocks = 16, 3, 9, 64, 600
+    generator = torch.Generator().manual_seed(seqs)
+    k_pool = torch.randn(blocks, block, kv_heads, dim, generator=generator)
+    v_pool = torch.randn(blocks, block, kv_heads, dim, generator=generator)
+    lengths = [longest] + [rng.randint(1, longest) for _ in range(seqs - 1)]
+    order = list(range(blocks))
+    rng.shuffle(order)  # blocks scattered over the pool, as after a while of serving
+    tables, used = [], 0
+    for length in lengths:
+        count = -(-length // block)
+        tables.append(order[used : used + count])
+        used += count
+    q = torch.randn(seqs, heads, dim, generator=generator)
+    kernel = PagedDecode.available()
+    assert kernel is not None
+    got = kernel.plan(tables, lengths, heads, dim)(q, k_pool, v_pool, 0.125)
+    width = max(len(t) for t in tables)
+    padded = torch.tensor([t + [0] * (width - len(t)) for t in tables])
+    expected = paged_attention_reference(
+        q, k_pool, v_pool, padded, torch.arange(seqs + 1), torch.tensor(lengths), 0.125
+    )
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    # The plan routes a step's decode rows to the kernel and keeps prompt chunks in SDPA.
+    plan = plan_cpu_attention(
+        [1] * seqs, lengths, tables, block, 0.125, native=kernel, heads=heads, head_dim=dim
+    )
+    assert [g.native is not None for g in plan.decode_groups] == [True]
+    torch.testing.assert_close(plan(q, q, q, k_pool, v_pool), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_a_failed_build_leaves_the_pytorch_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CLAWLOOP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(build, "_loaded", {})
+    monkeypatch.setattr(build, "_compiler", lambda: "false")  # a compiler that always fails
+    assert build.load("paged_decode") is None
+    assert list((tmp_path / "native").glob("*.so")) == []
+    monkeypatch.setattr(build, "_compiler", lambda: None)
+    monkeypatch.setattr(build, "_loaded", {})
+    assert build.load("group_matmul") is None
+
+
+def test_the_build_is_cached_per_source_and_reused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    if build._compiler() is None:
+        pytest.skip("no C compiler")
+    monkeypatch.setenv("CLAWLOOP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(build, "_loaded", {})
+    assert build.load("paged_decode") is not None
+    (library,) = (tmp_path / "native").glob("paged_decode-*.so")
+    stamp = library.stat().st_mtime_ns
+    monkeypatch.setattr(build, "_loaded", {})
+    calls: list[object] = []
+    monkeypatch.setattr(build, "_compile", lambda *args: calls.append(args) or False)
+    assert build.load("paged_decode") is not None  # the cached library, with no compiling
+    assert calls == [] and library.stat().st_mtime_ns == stamp
+    monkeypatch.setenv("CLAWLOOP_ENGINE_NATIVE", "0")
+    monkeypatch.setattr(build, "_loaded", {})
+    assert build.load("paged_decode") is None
