@@ -33,6 +33,15 @@ class LoraAdapter:
         first = next(iter(self.pairs.values()))
         return int(first[0].shape[0])
 
+    def factors(self, name: str) -> tuple[Any, Any] | None:
+        """``(lora_a, alpha / rank * lora_b)`` for a base tensor (float32 numpy), or None:
+        the delta is their product, ``up @ down``."""
+        pair = self.pairs.get(name)
+        if pair is None:
+            return None
+        a, b = pair
+        return a.astype("float32"), b.astype("float32") * (self.alpha / a.shape[0])
+
     def delta(self, name: str) -> Any | None:
         """``alpha / rank * (lora_b @ lora_a)`` for a base tensor (float32 numpy), or None."""
         pair = self.pairs.get(name)

@@ -68,6 +68,10 @@ def paged_attention_reference(
     return out
 
 
+# Sequences with up to this many new tokens (decode rows, and the tokens a grammar forced) go to
+# the C kernel where it runs; longer prompt chunks to SDPA.
+NATIVE_MAX_QUERY = 8
+
 # Decode rows are split into at most this many groups of similar context length, each padded only
 # to its own longest context: less to gather and attend over when lengths differ widely.
 MAX_DECODE_GROUPS = 4
@@ -198,11 +202,12 @@ def plan_cpu_attention(
     native: PagedDecode | None = None,
     heads: int = 0,
     head_dim: int = 0,
+    kv_heads: int = 1,
 ) -> CpuAttentionPlan:
     """Group a step's sequences into batched decode calls plus one call per prompt chunk.
 
-    With ``native`` (and the model's ``heads`` and ``head_dim``), every decode row goes to the C
-    kernel in one call per layer.
+    With ``native`` (and the model's ``heads``, ``head_dim`` and ``kv_heads``), every sequence
+    with up to NATIVE_MAX_QUERY new tokens goes to the C kernel, in one call per layer.
     """
     plan = CpuAttentionPlan(scale=scale)
     starts = [0]
@@ -210,10 +215,23 @@ def plan_cpu_attention(
         starts.append(starts[-1] + n)
     decodes = [i for i, n in enumerate(query_lens) if n == 1]
     every_token = len(decodes) == len(query_lens)
-    if native is not None and decodes:
-        rows = None if every_token else torch.tensor([starts[i] for i in decodes], device=device)
+    short: list[int] = []
+    if native is not None:
+        # The kernel holds at most 64 query rows per KV head: new tokens times the group.
+        limit = min(NATIVE_MAX_QUERY, 64 // max(heads // max(kv_heads, 1), 1))
+        short = [i for i, n in enumerate(query_lens) if 1 <= n <= limit]
+    in_kernel = set(short)
+    if native is not None and short:
+        rows = None
+        if len(short) < len(query_lens):
+            picked = [t for i in short for t in range(starts[i], starts[i + 1])]
+            rows = torch.tensor(picked, device=device)
         call = native.plan(
-            [block_tables[i] for i in decodes], [context_lens[i] for i in decodes], heads, head_dim
+            [block_tables[i] for i in short],
+            [context_lens[i] for i in short],
+            heads,
+            head_dim,
+            [query_lens[i] for i in short],
         )
         plan.decode_groups.append(_DecodeGroup(rows, None, None, native=call))
         decodes = []
@@ -235,7 +253,7 @@ def plan_cpu_attention(
             )
         )
     for i, new in enumerate(query_lens):
-        if new <= 1:
+        if new <= 1 or i in in_kernel:
             continue
         context = context_lens[i]
         span = _Prefill(starts[i], starts[i + 1], context, None, None)

@@ -316,8 +316,8 @@ def iter_gguf_weights(
 
     A LoRA ``adapter`` is merged into the weights it adapts, in the file's own layout (as
     llama.cpp applies it), before the Q/K rows are put in the engine's order. ``keep_4bit``
-    yields Q4_0/Q4_1 projections as :class:`GroupQuantized` blocks instead of floats (unless an
-    adapter changes them).
+    yields Q4_0/Q4_1 projections as :class:`GroupQuantized` blocks instead of floats, with an
+    adapter's factors kept beside them.
     """
     import torch
 
@@ -326,13 +326,18 @@ def iter_gguf_weights(
     for tensor in reader.tensors:
         name = engine_name(tensor.name)
         if name is not None:
-            delta = adapter.delta(tensor.name) if adapter is not None else None
-            blocks = group_quantized(reader, tensor) if keep_4bit and delta is None else None
+            factors = adapter.factors(tensor.name) if adapter is not None else None
+            blocks = group_quantized(reader, tensor) if keep_4bit else None
             value: Weight
             if blocks is not None and name.endswith("_proj.weight"):
+                if factors is not None:
+                    down, up = factors
+                    blocks.down = torch.from_numpy(down)
+                    blocks.up = torch.from_numpy(up)
                 value = blocks
             else:
                 value = dequantize_tensor(reader, tensor)
+                delta = adapter.delta(tensor.name) if adapter is not None else None
                 if delta is not None:
                     value = value + torch.from_numpy(delta).reshape(value.shape)
             heads = None

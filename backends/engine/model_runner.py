@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import UserError
 from backends.engine.attention import plan_cpu_attention, store_kv_reference
+from backends.engine.compute_thread import ComputeThread
 from backends.engine.loader import load_model
 
 if TYPE_CHECKING:
@@ -47,7 +48,10 @@ class ModelRunner:
         native_attention: bool = True,
     ) -> None:
         """``native_attention``: decode attention in the C kernel over the block pool (CPU,
-        float32; built on first use, and the PyTorch path where it cannot be)."""
+        float32; built on first use, and the PyTorch path where it cannot be).
+
+        On CPU every tensor operation of the runner, loading included, runs on one compute
+        thread (:mod:`backends.engine.compute_thread`), whichever thread calls it."""
         import torch
 
         threads = os.environ.get("CLAWLOOP_ENGINE_THREADS", "")
@@ -59,6 +63,39 @@ class ModelRunner:
             # One thread can beat two by far on a busy machine: every op ends in a barrier that
             # waits for the other thread to be scheduled again.
             torch.set_num_threads(int(threads))
+        self._compute = ComputeThread() if device == "cpu" else None
+        self._on_compute(
+            self._setup,
+            model_path,
+            device,
+            dtype,
+            kv_cache_bytes,
+            block_size,
+            show_progress,
+            adapter,
+            weights,
+            weight_cache,
+            native_attention,
+        )
+
+    def _on_compute(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args) if self._compute is None else self._compute.run(fn, *args)
+
+    def _setup(
+        self,
+        model_path: Path,
+        device: str,
+        dtype: torch.dtype | None,
+        kv_cache_bytes: int | None,
+        block_size: int,
+        show_progress: bool,
+        adapter: Path | None,
+        weights: str | None,
+        weight_cache: bool,
+        native_attention: bool,
+    ) -> None:
+        import torch
+
         loaded = load_model(
             Path(model_path),
             device=device,
@@ -117,6 +154,9 @@ class ModelRunner:
 
     def execute(self, batch: StepBatch) -> list[int]:
         """Run every scheduled token in one forward; return a token per entry of sample_indices."""
+        return self._on_compute(self._execute, batch)
+
+    def _execute(self, batch: StepBatch) -> list[int]:
         import torch
 
         if not batch.input_ids:
@@ -156,6 +196,7 @@ class ModelRunner:
                 native=self._native,
                 heads=self.config.num_heads,
                 head_dim=self.config.head_dim,
+                kv_heads=self.config.num_kv_heads,
             )
             attention = StoreThenAttend(slots, plan)
         return self.model(ids, positions, attention, self.kv_caches)
@@ -175,18 +216,20 @@ class ModelRunner:
         """Copies of these blocks' keys and values, every layer (for the disk cache)."""
         from backends.engine.disk_cache import gather_blocks
 
-        return gather_blocks(self.kv_caches, block_ids)
+        return self._on_compute(gather_blocks, self.kv_caches, block_ids)
 
     def load_blocks(self, block_ids: list[int], values: list[Any]) -> None:
         """Write blocks saved by :meth:`save_blocks` (in any process) into these pool blocks."""
         from backends.engine.disk_cache import scatter_blocks
 
-        scatter_blocks(self.kv_caches, block_ids, values)
+        self._on_compute(scatter_blocks, self.kv_caches, block_ids, values)
 
     def close(self) -> None:
         """Drop the weights, the KV cache and any captured graphs."""
         self._graphs = None
         self.kv_caches = []
+        if self._compute is not None:
+            self._compute.close()
         if self.device.startswith("cuda"):
             import torch
 

@@ -32,11 +32,17 @@ GROUP = 32
 
 @dataclass(slots=True)
 class GroupQuantized:
-    """4-bit weights as a GGUF Q4_0/Q4_1 file stores them: w = q * scale + low, 32 per group."""
+    """4-bit weights as a GGUF Q4_0/Q4_1 file stores them: w = q * scale + low, 32 per group.
+
+    A LoRA adapter on top stays as its factors (``w + up @ down``), so the 4-bit groups remain
+    the file's own and the delta runs as two thin matmuls beside them, as llama.cpp applies one.
+    """
 
     q: torch.Tensor  # uint8 [rows, cols], values 0..15
     scale: torch.Tensor  # float32 [rows, cols / 32]
     low: torch.Tensor  # float32 [rows, cols / 32]
+    down: torch.Tensor | None = None  # float32 [rank, cols]: the adapter's lora_a
+    up: torch.Tensor | None = None  # float32 [rows, rank]: lora_b, times alpha / rank
 
     @property
     def shape(self) -> torch.Size:
@@ -44,22 +50,39 @@ class GroupQuantized:
         return self.q.shape
 
     def dequantize(self) -> torch.Tensor:
-        """The float32 weights the blocks encode."""
+        """The float32 weights the blocks encode (with the adapter's delta merged in)."""
         rows, cols = self.q.shape
         grouped = self.q.reshape(rows, cols // GROUP, GROUP).float()
-        return (grouped * self.scale[..., None] + self.low[..., None]).reshape(rows, cols)
+        weight = (grouped * self.scale[..., None] + self.low[..., None]).reshape(rows, cols)
+        if self.down is not None and self.up is not None:
+            weight += self.up @ self.down
+        return weight
 
     def map_rows(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> GroupQuantized:
         """The same weights with ``fn`` (a row permutation) applied to every part."""
-        return GroupQuantized(fn(self.q), fn(self.scale), fn(self.low))
+        up = None if self.up is None else fn(self.up)
+        return GroupQuantized(fn(self.q), fn(self.scale), fn(self.low), self.down, up)
 
     @staticmethod
     def cat(parts: list[GroupQuantized]) -> GroupQuantized:
-        """Row-wise concatenation (q|k|v, gate|up)."""
+        """Row-wise concatenation (q|k|v, gate|up); the adapters' factors stack block-diagonally."""
+        down, up = None, None
+        if any(p.down is not None for p in parts):
+            downs = [p.down for p in parts if p.down is not None]
+            down = torch.cat(downs)
+            up = torch.zeros(sum(p.shape[0] for p in parts), down.shape[0])
+            row, col = 0, 0
+            for p in parts:
+                if p.up is not None:
+                    up[row : row + p.shape[0], col : col + p.up.shape[1]] = p.up
+                    col += p.up.shape[1]
+                row += p.shape[0]
         return GroupQuantized(
             torch.cat([p.q for p in parts]),
             torch.cat([p.scale for p in parts]),
             torch.cat([p.low for p in parts]),
+            down,
+            up,
         )
 
 
@@ -143,6 +166,8 @@ class Int4Linear(nn.Module):
     ) -> None:
         super().__init__()
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+        self.down = None if weight.down is None else nn.Parameter(weight.down, requires_grad=False)
+        self.up = None if weight.up is None else nn.Parameter(weight.up, requires_grad=False)
         self.kernel = _group_kernel() if native else None
         if self.kernel is not None:
             self.packed = nn.Parameter(self.kernel.pack(weight.q), requires_grad=False)
@@ -169,6 +194,17 @@ class Int4Linear(nn.Module):
         q = torch.round((grouped - low[..., None]) / scale[..., None]).clamp(0, 15)
         return GroupQuantized(q.reshape(rows, cols).to(torch.uint8), scale, low)
 
+    def dequantize(self) -> torch.Tensor:
+        """The float32 weights [out, in] (with the adapter's delta), from the C kernel's layout."""
+        if self.kernel is None:
+            raise TypeError("only the C kernel's layout can be dequantized")
+        packed = self.packed.data
+        q = torch.cat((packed & 0x0F, packed >> 4), dim=-1).float()  # [out, groups, 32]
+        weight = (q * self.scale[..., None] + self.low[..., None]).reshape(packed.shape[0], -1)
+        if self.down is not None and self.up is not None:
+            weight += self.up @ self.down
+        return weight
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, in] -> [T, out] in x's dtype."""
         if self.kernel is not None:
@@ -177,6 +213,8 @@ class Int4Linear(nn.Module):
             out = torch.ops.aten._weight_int4pack_mm_for_cpu(
                 x.bfloat16(), self.packed, GROUP, self.scale_zero
             ).to(x.dtype)
+        if self.down is not None and self.up is not None:
+            out = out + F.linear(F.linear(x.float(), self.down), self.up).to(x.dtype)
         return out if self.bias is None else out + self.bias
 
 
@@ -188,9 +226,15 @@ class DualLinear(nn.Module):
     activations to int16) while reading an eighth of the bytes. Decode steps, a few rows each,
     are bound by reading the weights and take the 4-bit path; prompt chunks and wide batches,
     bound by arithmetic, take float32 GEMM. Costs the 4-bit copy in memory (about 15% more).
+
+    With ``wide=None`` the float copy is built from the 4-bit one on the first wide step: a
+    process that only decodes (an agent's later turns, served from the prefix cache) never pays
+    for it, at load or in memory.
     """
 
-    def __init__(self, wide: FloatLinear, narrow: nn.Module, max_rows: int) -> None:
+    def __init__(
+        self, wide: FloatLinear | None, narrow: Int4Linear | Int8GroupLinear, max_rows: int
+    ) -> None:
         super().__init__()
         self.wide = wide
         self.narrow = narrow
@@ -199,11 +243,21 @@ class DualLinear(nn.Module):
     @property
     def weight(self) -> torch.Tensor:
         """The float weights (the embedding of a tied head reads them)."""
-        return self.wide.weight
+        return self._wide().weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, in] -> [T, out] in x's dtype."""
-        return self.narrow(x) if x.shape[0] <= self.max_rows else self.wide(x)
+        return self.narrow(x) if x.shape[0] <= self.max_rows else self._wide()(x)
+
+    def _wide(self) -> FloatLinear:
+        if self.wide is None:
+            if not isinstance(self.narrow, Int4Linear):
+                raise TypeError("an 8-bit narrow copy is built with its float weights")
+            bias = self.narrow.bias
+            self.wide = FloatLinear(
+                self.narrow.dequantize(), None if bias is None else bias.detach()
+            )
+        return self.wide
 
 
 class Int8GroupLinear(nn.Module):
@@ -260,10 +314,10 @@ def make_linear(parts: list[Weight], biases: list[torch.Tensor] | None, weights:
     blocks = all(isinstance(p, GroupQuantized) for p in parts)
     if weights == "int4" and blocks:
         return Int4Linear(GroupQuantized.cat(parts), bias)  # type: ignore[arg-type]
-    dense = torch.cat([p.dequantize() if isinstance(p, GroupQuantized) else p for p in parts])
     if weights == "float32" and blocks and _group_kernel() is not None:
         narrow = Int4Linear(GroupQuantized.cat(parts), bias)  # type: ignore[arg-type]
-        return DualLinear(FloatLinear(dense, bias), narrow, DUAL_MAX_ROWS)
+        return DualLinear(None, narrow, DUAL_MAX_ROWS)
+    dense = torch.cat([p.dequantize() if isinstance(p, GroupQuantized) else p for p in parts])
     if weights == "int4" and dense.shape[1] % GROUP == 0:
         return Int4Linear(Int4Linear.quantize(dense), bias)
     if weights in QUANTIZED:

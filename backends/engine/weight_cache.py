@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from backends.engine.quant import Weight
     from backends.engine.tokenizer import EngineTokenizer
 
-FORMAT_VERSION = 2  # 2: float32 entries keep a GGUF's 4-bit blocks
+FORMAT_VERSION = 3  # 2: float32 entries keep a GGUF's 4-bit blocks; 3: and LoRA factors
 KEEP = 2  # entries kept on disk: the model with and without its adapter, say
 SUFFIX = ".weights.pt"
 # Small tensors (norms, biases, rotary factors) are copied out of the mapping, so the mapping of
@@ -86,8 +86,8 @@ def load(key: str, folder: Path | None = None) -> CachedModel | None:
         for name, value in state["tensors"].items():
             small = value.nbytes < _COPY_BELOW_BYTES
             tensors[name] = value.clone() if small else value
-        for name, (q, scale, low) in state["quantized"].items():
-            tensors[name] = GroupQuantized(q, scale, low)
+        for name, parts in state["quantized"].items():
+            tensors[name] = GroupQuantized(*parts)
     except Exception as exc:  # any damage to a cache file means: load from the source instead
         _log.warning("ignoring the weight cache entry %s: %s", path, exc)
         path.unlink(missing_ok=True)
@@ -104,10 +104,13 @@ def store(key: str, model: CachedModel, folder: Path | None = None) -> Path | No
 
     folder = folder or cache_dir()
     plain: dict[str, torch.Tensor] = {}
-    quantized: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+    quantized: dict[str, tuple[torch.Tensor, ...]] = {}
     for name, value in model.tensors.items():
         if isinstance(value, GroupQuantized):
-            quantized[name] = (value.q, value.scale, value.low)
+            parts: tuple[torch.Tensor, ...] = (value.q, value.scale, value.low)
+            if value.down is not None and value.up is not None:
+                parts += (value.down, value.up)
+            quantized[name] = parts
         else:
             plain[name] = value
     state = {

@@ -14,6 +14,7 @@ pytest.importorskip("gguf")
 
 from backends.default_model import default_model_path  # noqa: E402
 from backends.engine.model_runner import ModelRunner  # noqa: E402
+from backends.engine.quant import DualLinear  # noqa: E402
 
 try:
     from backends.engine.batch import StepBatch
@@ -161,13 +162,28 @@ def test_answers_the_capital_question(runner: ModelRunner) -> None:
     assert "Paris" in runner.tokenizer.decode(driver.seqs[0].tokens[driver.seqs[0].prompt_len :])
 
 
+@contextlib.contextmanager
+def float_path_only(runner: ModelRunner) -> Iterator[None]:
+    """Every step on the float32 weights: a step of up to 16 rows otherwise runs on the 4-bit
+    copy (quant.DualLinear), close to but not bit-equal with the float path."""
+    duals = [m for m in runner.model.modules() if isinstance(m, DualLinear)]
+    limits = [d.max_rows for d in duals]
+    for dual in duals:
+        dual.max_rows = 0
+    try:
+        yield
+    finally:
+        for dual, limit in zip(duals, limits, strict=True):
+            dual.max_rows = limit
+
+
 def test_chunked_prefill_matches_one_shot(runner: ModelRunner) -> None:
     ids = prompt(runner, "Explain paged attention in two sentences, with an example. " * 2)
     assert len(ids) > 32
     driver = Driver(runner)
     driver.add(0, ids)
     driver.add(1, ids)
-    with recorded_logits(runner) as seen:
+    with recorded_logits(runner) as seen, float_path_only(runner):
         whole = driver.step({0: len(ids)})
         assert driver.step({1: 16}) == {}  # a chunk short of the prompt's end samples nothing
         assert driver.step({1: 5}) == {}
@@ -200,13 +216,33 @@ def test_cached_prefix_gives_the_same_logits(runner: ModelRunner) -> None:
     long = prompt(runner, "Summarise the plot of Hamlet, act by act. " * 5)
     driver = Driver(runner)
     driver.add(0, long)
-    with recorded_logits(runner) as seen:
+    with recorded_logits(runner) as seen, float_path_only(runner):
         driver.step({0: len(long)})
         driver.add(2, long, share_from=0)  # reuses the full blocks of sequence 0
         cached = driver.seqs[2].computed
         assert cached >= 2 * BLOCK
         driver.step({2: len(long) - cached})
     torch.testing.assert_close(seen[1], seen[0], atol=1e-4, rtol=1e-4)
+
+
+def test_narrow_steps_on_the_4bit_copy_match_the_float_path(runner: ModelRunner) -> None:
+    if not any(isinstance(m, DualLinear) for m in runner.model.modules()):
+        pytest.skip("the C kernels are not built here: every step is on the float path")
+    long = prompt(runner, "Summarise the plot of Hamlet, act by act. " * 5)
+    logits = []
+    for narrow in (True, False):
+        driver = Driver(runner)
+        driver.add(0, long)
+        driver.step({0: len(long) - 3})
+        with recorded_logits(runner) as seen, contextlib.ExitStack() as stack:
+            if not narrow:
+                stack.enter_context(float_path_only(runner))
+            driver.step({0: 3})  # 3 rows: the 4-bit path unless forced onto the float one
+        logits.append(seen[0])
+    # The kernel rounds activations to int16 (about 4e-5 of each output's scale); logits span
+    # about +-40. A wrong weight or layout would move them by whole units.
+    torch.testing.assert_close(logits[0], logits[1], atol=2e-2, rtol=0)
+    assert int(logits[0].argmax()) == int(logits[1].argmax())
 
 
 class OnlyToken:

@@ -82,7 +82,15 @@ def test_paged_decode_matches_the_reference(seqs: int, longest: int) -> None:
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     # The plan routes a step's decode rows to the kernel and keeps prompt chunks in SDPA.
     plan = plan_cpu_attention(
-        [1] * seqs, lengths, tables, block, 0.125, native=kernel, heads=heads, head_dim=dim
+        [1] * seqs,
+        lengths,
+        tables,
+        block,
+        0.125,
+        native=kernel,
+        heads=heads,
+        head_dim=dim,
+        kv_heads=kv_heads,
     )
     assert [g.native is not None for g in plan.decode_groups] == [True]
     torch.testing.assert_close(plan(q, q, q, k_pool, v_pool), expected, atol=1e-5, rtol=1e-5)
@@ -119,3 +127,46 @@ def test_the_build_is_cached_per_source_and_reused(
     monkeypatch.setenv("CLAWLOOP_ENGINE_NATIVE", "0")
     monkeypatch.setattr(build, "_loaded", {})
     assert build.load("paged_decode") is None
+
+
+@needs_decode
+def test_paged_decode_runs_a_few_new_tokens_causally() -> None:
+    """Tokens a grammar forced arrive several at a time: each sees the keys up to itself."""
+    rng = random.Random(7)
+    block, kv_heads, heads, dim = 16, 3, 9, 64
+    generator = torch.Generator().manual_seed(7)
+    k_pool = torch.randn(300, block, kv_heads, dim, generator=generator)
+    v_pool = torch.randn(300, block, kv_heads, dim, generator=generator)
+    lengths, news = [900, 5, 300, 17], [5, 5, 1, 8]  # one whose new tokens are all it has
+    order = list(range(300))
+    rng.shuffle(order)
+    tables, used = [], 0
+    for length in lengths:
+        count = -(-length // block)
+        tables.append(order[used : used + count])
+        used += count
+    q = torch.randn(sum(news), heads, dim, generator=generator)
+    kernel = PagedDecode.available()
+    assert kernel is not None
+    got = kernel.plan(tables, lengths, heads, dim, news)(q, k_pool, v_pool, 0.125)
+    width = max(len(t) for t in tables)
+    padded = torch.tensor([t + [0] * (width - len(t)) for t in tables])
+    starts = torch.tensor([0, *torch.tensor(news).cumsum(0).tolist()])
+    expected = paged_attention_reference(
+        q, k_pool, v_pool, padded, starts, torch.tensor(lengths), 0.125
+    )
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    # In a step with a long prompt chunk too, only the short runs go to the kernel.
+    lens = [*news, 40]
+    plan = plan_cpu_attention(
+        lens,
+        [*lengths, 40],
+        [*tables, order[used : used + 3]],
+        block,
+        0.125,
+        native=kernel,
+        heads=heads,
+        head_dim=dim,
+        kv_heads=kv_heads,
+    )
+    assert len(plan.decode_groups) == 1 and len(plan.prefills) == 1

@@ -1,15 +1,19 @@
 /* Decode attention straight over the paged KV pool: no per-step copy of any context.
  *
- * One query token per sequence attends over that sequence's cached keys and values, read in
- * place from the block pool through its block table. The query heads that share a KV head are
- * computed together, so each key and value row is read once per KV head. Long contexts are cut
+ * A few new query tokens per sequence (one when decoding, a few more when a grammar forced some)
+ * attend over that sequence's cached keys and values, read in place from the block pool through
+ * its block table; new token i of n sits at position length - n + i and sees keys up to there.
+ * Every query row that shares a KV head (its query heads times its new tokens) is computed
+ * together, so each key and value row is read once per KV head. Long contexts are cut
  * into chunks that run in parallel, each keeping a partial softmax (its maximum, its sum and its
  * weighted values), merged at the end as flash-decoding does.
  *
  * Layouts (float32, row-major, contiguous):
- *   q, out        [seqs, heads, dim]
+ *   q, out        [tokens, heads, dim]; starts [seqs + 1] int32: sequence s owns tokens
+ *                 starts[s] .. starts[s + 1] - 1
  *   k_pool, v_pool [blocks, block_size, kv_heads, dim]
- *   tables        [seqs, width] int32 block ids;  lengths [seqs] int32 context lengths (>= 1)
+ *   tables        [seqs, width] int32 block ids;  lengths [seqs] int32 context lengths, each at
+ *                 least the sequence's new tokens
  *   scratch       floats, at least paged_decode_scratch(...) of them
  */
 #include <math.h>
@@ -17,44 +21,56 @@
 #include <string.h>
 
 #define CHUNK 256
+#define MAX_ROWS 64
 
 static int chunks_of(int length) { return (length + CHUNK - 1) / CHUNK; }
 
-long paged_decode_scratch(int seqs, const int32_t *lengths, int heads, int dim) {
-    long chunks = 0;
-    for (int s = 0; s < seqs; s++) chunks += chunks_of(lengths[s]);
-    return chunks * (long)heads * (dim + 2);
+long paged_decode_scratch(int seqs, const int32_t *starts, const int32_t *lengths, int heads,
+                          int dim) {
+    long slots = 0;
+    for (int s = 0; s < seqs; s++)
+        slots += (long)chunks_of(lengths[s]) * (starts[s + 1] - starts[s]);
+    return slots * (long)heads * (dim + 2);
 }
 
-/* One chunk of one (sequence, KV head): partial max, sum and unnormalized output per query row. */
-static void attend_chunk(const float *q, const float *k_pool, const float *v_pool,
-                         const int32_t *table, int begin, int end, int block_size, int kv_heads,
-                         int dim, int rows, float scale, float *partial) {
-    float scores[CHUNK * 16];
+/* One chunk of one (sequence, KV head): for each of its query rows (token i, head r of the KV
+ * head's group, row = i * group + r), the partial max, sum and unnormalized output. */
+static void attend_chunk(const float *q, long q_token_stride, const float *k_pool,
+                         const float *v_pool, const int32_t *table, int begin, int end,
+                         int block_size, int kv_heads, int dim, int group, int tokens,
+                         int first_position, float scale, float *partial, long partial_token_stride) {
+    float scores[CHUNK * MAX_ROWS];
     const long token_stride = (long)kv_heads * dim;
     const long block_stride = (long)block_size * token_stride;
-    const int n = end - begin;
+    const int n = end - begin, rows = group * tokens;
     for (int t = 0; t < n; t++) {
         const int position = begin + t;
         const float *key = k_pool + table[position / block_size] * block_stride +
                            (position % block_size) * token_stride;
-        for (int r = 0; r < rows; r++) {
-            const float *query = q + (long)r * dim;
-            float dot = 0.0f;
-            for (int d = 0; d < dim; d++) dot += query[d] * key[d];
-            scores[r * CHUNK + t] = dot * scale;
+        for (int i = 0; i < tokens; i++) {
+            const int visible = position <= first_position + i;
+            for (int r = 0; r < group; r++) {
+                float dot = -INFINITY;
+                if (visible) {
+                    const float *query = q + i * q_token_stride + (long)r * dim;
+                    dot = 0.0f;
+                    for (int d = 0; d < dim; d++) dot += query[d] * key[d];
+                    dot *= scale;
+                }
+                scores[(i * group + r) * CHUNK + t] = dot;
+            }
         }
     }
-    for (int r = 0; r < rows; r++) {
-        float *row = scores + r * CHUNK;
-        float high = row[0];
-        for (int t = 1; t < n; t++) high = row[t] > high ? row[t] : high;
+    for (int row = 0; row < rows; row++) {
+        float *line = scores + row * CHUNK;
+        float high = -INFINITY;
+        for (int t = 0; t < n; t++) high = line[t] > high ? line[t] : high;
         float total = 0.0f;
         for (int t = 0; t < n; t++) {
-            row[t] = expf(row[t] - high);
-            total += row[t];
+            line[t] = high == -INFINITY ? 0.0f : expf(line[t] - high);
+            total += line[t];
         }
-        float *slot = partial + (long)r * (dim + 2);
+        float *slot = partial + (row / group) * partial_token_stride + (long)(row % group) * (dim + 2);
         slot[0] = high;
         slot[1] = total;
         memset(slot + 2, 0, sizeof(float) * dim);
@@ -63,9 +79,11 @@ static void attend_chunk(const float *q, const float *k_pool, const float *v_poo
         const int position = begin + t;
         const float *value = v_pool + table[position / block_size] * block_stride +
                              (position % block_size) * token_stride;
-        for (int r = 0; r < rows; r++) {
-            const float weight = scores[r * CHUNK + t];
-            float *acc = partial + (long)r * (dim + 2) + 2;
+        for (int row = 0; row < rows; row++) {
+            const float weight = scores[row * CHUNK + t];
+            if (weight == 0.0f) continue;
+            float *acc = partial + (row / group) * partial_token_stride +
+                         (long)(row % group) * (dim + 2) + 2;
             for (int d = 0; d < dim; d++) acc[d] += weight * value[d];
         }
     }
@@ -73,18 +91,25 @@ static void attend_chunk(const float *q, const float *k_pool, const float *v_poo
 
 /* Returns 0, or -1 when the shapes are outside what this kernel handles (the caller falls back). */
 int paged_decode(const float *q, const float *k_pool, const float *v_pool, const int32_t *tables,
-                 const int32_t *lengths, float *out, float *scratch, int seqs, int width,
-                 int heads, int kv_heads, int dim, int block_size, float scale, int threads) {
-    if (kv_heads <= 0 || heads % kv_heads != 0 || heads / kv_heads > 16 || dim <= 0) return -1;
-    const int rows = heads / kv_heads;
-    /* Work items: every (sequence, chunk) pair, each for every KV head. */
-    long first[seqs + 1];
-    first[0] = 0;
+                 const int32_t *starts, const int32_t *lengths, float *out, float *scratch,
+                 int seqs, int width, int heads, int kv_heads, int dim, int block_size,
+                 float scale, int threads) {
+    if (kv_heads <= 0 || heads % kv_heads != 0 || dim <= 0) return -1;
+    const int group = heads / kv_heads;
+    /* Work items: every (sequence, chunk) pair, each for every KV head. first[s]: the sequence's
+     * first chunk; slot[s]: its first (chunk, token) slot in the scratch. */
+    long first[seqs + 1], slot[seqs + 1];
+    first[0] = slot[0] = 0;
     for (int s = 0; s < seqs; s++) {
-        if (lengths[s] < 1 || lengths[s] > width * block_size) return -1;
+        const int tokens = starts[s + 1] - starts[s];
+        if (tokens < 1 || tokens * group > MAX_ROWS || lengths[s] < tokens ||
+            lengths[s] > width * block_size)
+            return -1;
         first[s + 1] = first[s] + chunks_of(lengths[s]);
+        slot[s + 1] = slot[s] + (long)chunks_of(lengths[s]) * tokens;
     }
     const long items = first[seqs] * kv_heads;
+    const long slot_size = (long)heads * (dim + 2);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (long item = 0; item < items; item++) {
         const long flat = item / kv_heads;
@@ -92,29 +117,38 @@ int paged_decode(const float *q, const float *k_pool, const float *v_pool, const
         int s = 0;
         while (first[s + 1] <= flat) s++;
         const int c = (int)(flat - first[s]);
+        const int tokens = starts[s + 1] - starts[s];
         const int begin = c * CHUNK;
         const int end = begin + CHUNK < lengths[s] ? begin + CHUNK : lengths[s];
-        float *partial = scratch + (flat * heads + (long)g * rows) * (dim + 2);
-        attend_chunk(q + ((long)s * heads + (long)g * rows) * dim, k_pool + (long)g * dim,
-                     v_pool + (long)g * dim, tables + (long)s * width, begin, end, block_size,
-                     kv_heads, dim, rows, scale, partial);
+        /* scratch for chunk c, token i, head h: slot[s] + c * tokens + i, then h. */
+        float *partial = scratch + (slot[s] + (long)c * tokens) * slot_size + (long)g * group * (dim + 2);
+        attend_chunk(q + ((long)starts[s] * heads + (long)g * group) * dim, (long)heads * dim,
+                     k_pool + (long)g * dim, v_pool + (long)g * dim, tables + (long)s * width,
+                     begin, end, block_size, kv_heads, dim, group, tokens, lengths[s] - tokens,
+                     scale, partial, slot_size);
     }
 #pragma omp parallel for num_threads(threads)
-    for (long task = 0; task < (long)seqs * heads; task++) {
-        const int s = (int)(task / heads), h = (int)(task % heads);
+    for (long task = 0; task < (long)starts[seqs] * heads; task++) {
+        const long token = task / heads;
+        const int h = (int)(task % heads);
+        int s = 0;
+        while (starts[s + 1] <= token) s++;
+        const int tokens = starts[s + 1] - starts[s], i = (int)(token - starts[s]);
+        const int chunks = (int)(first[s + 1] - first[s]);
         float high = -INFINITY;
-        for (long c = first[s]; c < first[s + 1]; c++) {
-            const float m = scratch[(c * heads + h) * (dim + 2)];
+        for (int c = 0; c < chunks; c++) {
+            const float m = scratch[(slot[s] + (long)c * tokens + i) * slot_size + (long)h * (dim + 2)];
             high = m > high ? m : high;
         }
         float *target = out + task * dim;
         memset(target, 0, sizeof(float) * dim);
         float total = 0.0f;
-        for (long c = first[s]; c < first[s + 1]; c++) {
-            const float *slot = scratch + (c * heads + h) * (dim + 2);
-            const float factor = expf(slot[0] - high);
-            total += slot[1] * factor;
-            for (int d = 0; d < dim; d++) target[d] += slot[2 + d] * factor;
+        for (int c = 0; c < chunks; c++) {
+            const float *part = scratch + (slot[s] + (long)c * tokens + i) * slot_size + (long)h * (dim + 2);
+            if (part[0] == -INFINITY) continue;
+            const float factor = expf(part[0] - high);
+            total += part[1] * factor;
+            for (int d = 0; d < dim; d++) target[d] += part[2 + d] * factor;
         }
         const float inverse = 1.0f / total;
         for (int d = 0; d < dim; d++) target[d] *= inverse;

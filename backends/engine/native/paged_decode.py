@@ -1,4 +1,7 @@
-"""Decode attention over the paged KV pool in C (``paged_decode.c``), called through ctypes."""
+"""Decode attention over the paged KV pool in C (``paged_decode.c``), called through ctypes.
+
+Decode rows and short query runs (tokens a grammar forced) alike: a few new tokens per sequence.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ class PagedDecode:
             _float_p,
             _int_p,
             _int_p,
+            _int_p,
             _float_p,
             _float_p,
             *([ctypes.c_int] * 6),
@@ -33,7 +37,7 @@ class PagedDecode:
         ]
         self._scratch = library.paged_decode_scratch
         self._scratch.restype = ctypes.c_long
-        self._scratch.argtypes = [ctypes.c_int, _int_p, ctypes.c_int, ctypes.c_int]
+        self._scratch.argtypes = [ctypes.c_int, _int_p, _int_p, ctypes.c_int, ctypes.c_int]
 
     @staticmethod
     def available() -> PagedDecode | None:
@@ -41,15 +45,29 @@ class PagedDecode:
         library = load("paged_decode")
         return None if library is None else PagedDecode(library)
 
-    def plan(self, tables: list[list[int]], lengths: list[int], heads: int, dim: int) -> DecodeCall:
-        """The per-step arguments, shared by every layer: block tables, lengths, buffers."""
+    def plan(
+        self,
+        tables: list[list[int]],
+        lengths: list[int],
+        heads: int,
+        dim: int,
+        query_lens: list[int] | None = None,
+    ) -> DecodeCall:
+        """The per-step arguments, shared by every layer: block tables, lengths, buffers.
+
+        ``query_lens``: each sequence's new tokens (the last ones of its context); one each if
+        unset."""
         width = max(len(t) for t in tables)
         table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32)
         length = torch.tensor(lengths, dtype=torch.int32)
-        floats = self._scratch(len(lengths), _ints(length), heads, dim)
+        starts = [0]
+        for n in query_lens or [1] * len(lengths):
+            starts.append(starts[-1] + n)
+        start = torch.tensor(starts, dtype=torch.int32)
+        floats = self._scratch(len(lengths), _ints(start), _ints(length), heads, dim)
         scratch = torch.empty(int(floats), dtype=torch.float32)
-        out = torch.empty((len(lengths), heads, dim), dtype=torch.float32)
-        return DecodeCall(self, table, length, scratch, out)
+        out = torch.empty((starts[-1], heads, dim), dtype=torch.float32)
+        return DecodeCall(self, table, start, length, scratch, out)
 
 
 @dataclass(slots=True)
@@ -58,22 +76,25 @@ class DecodeCall:
 
     kernel: PagedDecode
     tables: torch.Tensor  # [seqs, width] int32
+    starts: torch.Tensor  # [seqs + 1] int32: each sequence's first row in q
     lengths: torch.Tensor  # [seqs] int32
     scratch: torch.Tensor
-    out: torch.Tensor  # [seqs, heads, dim], rewritten by each call
+    out: torch.Tensor  # [tokens, heads, dim], rewritten by each call
 
     def __call__(
         self, q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, scale: float
     ) -> torch.Tensor:
-        """q [seqs, heads, dim] float32 -> attention output, the same shape (a fresh tensor)."""
+        """q [tokens, heads, dim] float32 -> attention output, the same shape (a fresh tensor)."""
         q = q.contiguous()
-        seqs, heads, dim = q.shape
+        _tokens, heads, dim = q.shape
+        seqs = self.lengths.shape[0]
         block_size, kv_heads = k_pool.shape[1], k_pool.shape[2]
         status = self.kernel._run(
             _floats(q),
             _floats(k_pool),
             _floats(v_pool),
             _ints(self.tables),
+            _ints(self.starts),
             _ints(self.lengths),
             _floats(self.out),
             _floats(self.scratch),
