@@ -202,12 +202,11 @@ def plan_cpu_attention(
     native: PagedDecode | None = None,
     heads: int = 0,
     head_dim: int = 0,
-    kv_heads: int = 1,
 ) -> CpuAttentionPlan:
     """Group a step's sequences into batched decode calls plus one call per prompt chunk.
 
-    With ``native`` (and the model's ``heads``, ``head_dim`` and ``kv_heads``), every sequence
-    with up to NATIVE_MAX_QUERY new tokens goes to the C kernel, in one call per layer.
+    With ``native`` (and the model's ``heads`` and ``head_dim``), every sequence with up to
+    NATIVE_MAX_QUERY new tokens goes to the C kernel, in one call per layer.
     """
     plan = CpuAttentionPlan(scale=scale)
     starts = [0]
@@ -217,8 +216,8 @@ def plan_cpu_attention(
     every_token = len(decodes) == len(query_lens)
     short: list[int] = []
     if native is not None:
-        # The kernel holds at most 64 query rows per KV head: new tokens times the group.
-        limit = min(NATIVE_MAX_QUERY, 64 // max(heads // max(kv_heads, 1), 1))
+        # The kernel holds at most 128 query rows per sequence: new tokens times heads.
+        limit = min(NATIVE_MAX_QUERY, 128 // max(heads, 1))
         short = [i for i, n in enumerate(query_lens) if 1 <= n <= limit]
     in_kernel = set(short)
     if native is not None and short:

@@ -196,7 +196,6 @@ class ModelRunner:
                 native=self._native,
                 heads=self.config.num_heads,
                 head_dim=self.config.head_dim,
-                kv_heads=self.config.num_kv_heads,
             )
             attention = StoreThenAttend(slots, plan)
         return self.model(ids, positions, attention, self.kv_caches)

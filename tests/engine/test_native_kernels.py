@@ -90,7 +90,6 @@ def test_paged_decode_matches_the_reference(seqs: int, longest: int) -> None:
         native=kernel,
         heads=heads,
         head_dim=dim,
-        kv_heads=kv_heads,
     )
     assert [g.native is not None for g in plan.decode_groups] == [True]
     torch.testing.assert_close(plan(q, q, q, k_pool, v_pool), expected, atol=1e-5, rtol=1e-5)
@@ -167,6 +166,5 @@ def test_paged_decode_runs_a_few_new_tokens_causally() -> None:
         native=kernel,
         heads=heads,
         head_dim=dim,
-        kv_heads=kv_heads,
     )
     assert len(plan.decode_groups) == 1 and len(plan.prefills) == 1

@@ -3,9 +3,9 @@
  * A few new query tokens per sequence (one when decoding, a few more when a grammar forced some)
  * attend over that sequence's cached keys and values, read in place from the block pool through
  * its block table; new token i of n sits at position length - n + i and sees keys up to there.
- * Every query row that shares a KV head (its query heads times its new tokens) is computed
- * together, so each key and value row is read once per KV head. Long contexts are cut
- * into chunks that run in parallel, each keeping a partial softmax (its maximum, its sum and its
+ * One work item is a chunk of one sequence's context with every KV head and every query row
+ * (heads times new tokens), so each cached token's keys and values are read once, whole, and in
+ * order. Chunks run in parallel, each keeping a partial softmax (its maximum, its sum and its
  * weighted values), merged at the end as flash-decoding does.
  *
  * Layouts (float32, row-major, contiguous):
@@ -20,8 +20,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define CHUNK 256
-#define MAX_ROWS 64
+#define CHUNK 128
+#define MAX_ROWS 128
 
 static int chunks_of(int length) { return (length + CHUNK - 1) / CHUNK; }
 
@@ -33,31 +33,36 @@ long paged_decode_scratch(int seqs, const int32_t *starts, const int32_t *length
     return slots * (long)heads * (dim + 2);
 }
 
-/* One chunk of one (sequence, KV head): for each of its query rows (token i, head r of the KV
- * head's group, row = i * group + r), the partial max, sum and unnormalized output. */
-static void attend_chunk(const float *q, long q_token_stride, const float *k_pool,
-                         const float *v_pool, const int32_t *table, int begin, int end,
-                         int block_size, int kv_heads, int dim, int group, int tokens,
-                         int first_position, float scale, float *partial, long partial_token_stride) {
-    float scores[CHUNK * MAX_ROWS];
+/* One chunk of one sequence: for each query row (token i, head h; row = i * heads + h), the
+ * partial max, sum and unnormalized output, written to partial + i * slot_size + h * (dim + 2). */
+static void attend_chunk(const float *q, const float *k_pool, const float *v_pool,
+                         const int32_t *table, int begin, int end, int block_size, int kv_heads,
+                         int heads, int dim, int tokens, int first_position, float scale,
+                         float *partial, long slot_size) {
+    static __thread float scores[CHUNK * MAX_ROWS];
+    const int group = heads / kv_heads, rows = heads * tokens, n = end - begin;
     const long token_stride = (long)kv_heads * dim;
     const long block_stride = (long)block_size * token_stride;
-    const int n = end - begin, rows = group * tokens;
+    int block = begin / block_size, offset = begin % block_size;
     for (int t = 0; t < n; t++) {
         const int position = begin + t;
-        const float *key = k_pool + table[position / block_size] * block_stride +
-                           (position % block_size) * token_stride;
+        const float *key = k_pool + table[block] * block_stride + offset * token_stride;
+        if (++offset == block_size) {
+            offset = 0;
+            block++;
+        }
         for (int i = 0; i < tokens; i++) {
-            const int visible = position <= first_position + i;
-            for (int r = 0; r < group; r++) {
-                float dot = -INFINITY;
-                if (visible) {
-                    const float *query = q + i * q_token_stride + (long)r * dim;
-                    dot = 0.0f;
-                    for (int d = 0; d < dim; d++) dot += query[d] * key[d];
-                    dot *= scale;
-                }
-                scores[(i * group + r) * CHUNK + t] = dot;
+            float *score = scores + (long)i * heads * CHUNK + t;
+            if (position > first_position + i) {
+                for (int h = 0; h < heads; h++) score[h * CHUNK] = -INFINITY;
+                continue;
+            }
+            const float *query = q + (long)i * heads * dim;
+            for (int h = 0; h < heads; h++) {
+                const float *k = key + (long)(h / group) * dim, *qh = query + (long)h * dim;
+                float dot = 0.0f;
+                for (int d = 0; d < dim; d++) dot += qh[d] * k[d];
+                score[h * CHUNK] = dot * scale;
             }
         }
     }
@@ -70,21 +75,27 @@ static void attend_chunk(const float *q, long q_token_stride, const float *k_poo
             line[t] = high == -INFINITY ? 0.0f : expf(line[t] - high);
             total += line[t];
         }
-        float *slot = partial + (row / group) * partial_token_stride + (long)(row % group) * (dim + 2);
+        float *slot = partial + (row / heads) * slot_size + (long)(row % heads) * (dim + 2);
         slot[0] = high;
         slot[1] = total;
         memset(slot + 2, 0, sizeof(float) * dim);
     }
+    block = begin / block_size;
+    offset = begin % block_size;
     for (int t = 0; t < n; t++) {
-        const int position = begin + t;
-        const float *value = v_pool + table[position / block_size] * block_stride +
-                             (position % block_size) * token_stride;
-        for (int row = 0; row < rows; row++) {
-            const float weight = scores[row * CHUNK + t];
-            if (weight == 0.0f) continue;
-            float *acc = partial + (row / group) * partial_token_stride +
-                         (long)(row % group) * (dim + 2) + 2;
-            for (int d = 0; d < dim; d++) acc[d] += weight * value[d];
+        const float *value = v_pool + table[block] * block_stride + offset * token_stride;
+        if (++offset == block_size) {
+            offset = 0;
+            block++;
+        }
+        for (int i = 0; i < tokens; i++) {
+            float *slots = partial + i * slot_size;
+            for (int h = 0; h < heads; h++) {
+                const float weight = scores[(i * heads + h) * CHUNK + t];
+                const float *v = value + (long)(h / group) * dim;
+                float *acc = slots + (long)h * (dim + 2) + 2;
+                for (int d = 0; d < dim; d++) acc[d] += weight * v[d];
+            }
         }
     }
 }
@@ -95,37 +106,29 @@ int paged_decode(const float *q, const float *k_pool, const float *v_pool, const
                  int seqs, int width, int heads, int kv_heads, int dim, int block_size,
                  float scale, int threads) {
     if (kv_heads <= 0 || heads % kv_heads != 0 || dim <= 0) return -1;
-    const int group = heads / kv_heads;
-    /* Work items: every (sequence, chunk) pair, each for every KV head. first[s]: the sequence's
-     * first chunk; slot[s]: its first (chunk, token) slot in the scratch. */
+    /* first[s]: the sequence's first chunk; slot[s]: its first (chunk, token) slot. */
     long first[seqs + 1], slot[seqs + 1];
     first[0] = slot[0] = 0;
     for (int s = 0; s < seqs; s++) {
         const int tokens = starts[s + 1] - starts[s];
-        if (tokens < 1 || tokens * group > MAX_ROWS || lengths[s] < tokens ||
+        if (tokens < 1 || tokens * heads > MAX_ROWS || lengths[s] < tokens ||
             lengths[s] > width * block_size)
             return -1;
         first[s + 1] = first[s] + chunks_of(lengths[s]);
         slot[s + 1] = slot[s] + (long)chunks_of(lengths[s]) * tokens;
     }
-    const long items = first[seqs] * kv_heads;
     const long slot_size = (long)heads * (dim + 2);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (long item = 0; item < items; item++) {
-        const long flat = item / kv_heads;
-        const int g = (int)(item % kv_heads);
+    for (long item = 0; item < first[seqs]; item++) {
         int s = 0;
-        while (first[s + 1] <= flat) s++;
-        const int c = (int)(flat - first[s]);
+        while (first[s + 1] <= item) s++;
+        const int c = (int)(item - first[s]);
         const int tokens = starts[s + 1] - starts[s];
         const int begin = c * CHUNK;
         const int end = begin + CHUNK < lengths[s] ? begin + CHUNK : lengths[s];
-        /* scratch for chunk c, token i, head h: slot[s] + c * tokens + i, then h. */
-        float *partial = scratch + (slot[s] + (long)c * tokens) * slot_size + (long)g * group * (dim + 2);
-        attend_chunk(q + ((long)starts[s] * heads + (long)g * group) * dim, (long)heads * dim,
-                     k_pool + (long)g * dim, v_pool + (long)g * dim, tables + (long)s * width,
-                     begin, end, block_size, kv_heads, dim, group, tokens, lengths[s] - tokens,
-                     scale, partial, slot_size);
+        attend_chunk(q + (long)starts[s] * heads * dim, k_pool, v_pool, tables + (long)s * width,
+                     begin, end, block_size, kv_heads, heads, dim, tokens, lengths[s] - tokens,
+                     scale, scratch + (slot[s] + (long)c * tokens) * slot_size, slot_size);
     }
 #pragma omp parallel for num_threads(threads)
     for (long task = 0; task < (long)starts[seqs] * heads; task++) {
