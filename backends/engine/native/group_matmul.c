@@ -118,37 +118,30 @@ static void pair_tile(const uint8_t *packed, const float *scale, const float *lo
     }
 }
 
-int q4_matmul(const float *x, const uint8_t *packed, const float *scale, const float *low,
-              float *y, int16_t *xq, float *xs, float *xsum, int rows, int cols, int out,
-              int threads) {
-    if (cols % GROUP != 0 || rows < 1) return -1;
-    const int groups = cols / GROUP;
-    quantize_rows(x, rows, cols, xq, xs, xsum);
-    const int tiles = (rows + ROW_TILE - 1) / ROW_TILE;
-    const int blocks = (out + OUT_BLOCK - 1) / OUT_BLOCK;
-    /* A block of weight rows stays in L1 while every tile of activation rows passes over it. */
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int b = 0; b < blocks; b++) {
-        const int end = (b + 1) * OUT_BLOCK < out ? (b + 1) * OUT_BLOCK : out;
-        for (int t = 0; t < tiles; t++) {
-            const int first = t * ROW_TILE;
-            const int tile = rows - first < ROW_TILE ? rows - first : ROW_TILE;
-            int n = b * OUT_BLOCK;
-            for (; n + 1 < end; n += 2) {
-                pair_tile(packed + (long)n * groups * 16, scale + (long)n * groups,
-                          low + (long)n * groups, groups, xq + (long)first * cols,
-                          xs + (long)first * groups, xsum + (long)first * groups, tile,
-                          y + (long)first * out + n, out);
-            }
-            for (; n < end; n++) {
-                row_tile(packed + (long)n * groups * 16, scale + (long)n * groups,
-                         low + (long)n * groups, groups, xq + (long)first * cols,
-                         xs + (long)first * groups, xsum + (long)first * groups, tile,
-                         y + (long)first * out + n, out);
-            }
-        }
-    }
-    return 0;
+/* One call's operands: the weights, the rounded activations and the output. */
+typedef struct {
+    const void *weights; /* 4-bit: packed [out, groups, 16] uint8; 8-bit: [out, cols] int8 */
+    const float *scale, *low; /* [out, groups]; low is NULL for 8-bit groups */
+    const int16_t *xq;
+    const float *xs, *xsum;
+    float *y;
+    int rows, cols, groups, out;
+} Job;
+
+/* Weight rows [n, end) against activation rows [first, first + tile). */
+typedef void (*Span)(const Job *job, int n, int end, int first, int tile);
+
+static void q4_span(const Job *j, int n, int end, int first, int tile) {
+    const uint8_t *packed = (const uint8_t *)j->weights;
+    const long g = j->groups;
+    const int16_t *xq = j->xq + (long)first * j->cols;
+    const float *xs = j->xs + first * g, *xsum = j->xsum + first * g;
+    for (; n + 1 < end; n += 2)
+        pair_tile(packed + n * g * 16, j->scale + n * g, j->low + n * g, j->groups, xq, xs, xsum,
+                  tile, j->y + (long)first * j->out + n, j->out);
+    for (; n < end; n++)
+        row_tile(packed + n * g * 16, j->scale + n * g, j->low + n * g, j->groups, xq, xs, xsum,
+                 tile, j->y + (long)first * j->out + n, j->out);
 }
 
 /* 8-bit weights, w = q * scale per group of 32 (GGUF Q8_0): q8 [out, cols] int8, scale
@@ -170,25 +163,44 @@ static void q8_row(const int8_t *q, const float *scale, int groups, const int16_
     for (int r = 0; r < tile; r++) y[r * y_stride] = hsum(acc[r]);
 }
 
-int q8_matmul(const float *x, const int8_t *q, const float *scale, float *y, int16_t *xq,
-              float *xs, float *xsum, int rows, int cols, int out, int threads) {
-    if (cols % GROUP != 0 || rows < 1) return -1;
-    const int groups = cols / GROUP;
-    quantize_rows(x, rows, cols, xq, xs, xsum);
-    const int tiles = (rows + ROW_TILE - 1) / ROW_TILE;
-    const int blocks = (out + OUT_BLOCK - 1) / OUT_BLOCK;
+static void q8_span(const Job *j, int n, int end, int first, int tile) {
+    const int8_t *q = (const int8_t *)j->weights;
+    for (; n < end; n++)
+        q8_row(q + (long)n * j->cols, j->scale + (long)n * j->groups, j->groups,
+               j->xq + (long)first * j->cols, j->xs + (long)first * j->groups, tile,
+               j->y + (long)first * j->out + n, j->out);
+}
+
+/* Round the activations, then pass every tile of them over each block of weight rows, which
+ * stays in L1 meanwhile; blocks run in parallel. */
+static int run_blocks(const float *x, Job *job, int threads, Span span) {
+    if (job->cols % GROUP != 0 || job->rows < 1) return -1;
+    job->groups = job->cols / GROUP;
+    quantize_rows(x, job->rows, job->cols, (int16_t *)job->xq, (float *)job->xs,
+                  (float *)job->xsum);
+    const int tiles = (job->rows + ROW_TILE - 1) / ROW_TILE;
+    const int blocks = (job->out + OUT_BLOCK - 1) / OUT_BLOCK;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int b = 0; b < blocks; b++) {
-        const int end = (b + 1) * OUT_BLOCK < out ? (b + 1) * OUT_BLOCK : out;
+        const int end = (b + 1) * OUT_BLOCK < job->out ? (b + 1) * OUT_BLOCK : job->out;
         for (int t = 0; t < tiles; t++) {
             const int first = t * ROW_TILE;
-            const int tile = rows - first < ROW_TILE ? rows - first : ROW_TILE;
-            for (int n = b * OUT_BLOCK; n < end; n++) {
-                q8_row(q + (long)n * cols, scale + (long)n * groups, groups,
-                       xq + (long)first * cols, xs + (long)first * groups, tile,
-                       y + (long)first * out + n, out);
-            }
+            const int tile = job->rows - first < ROW_TILE ? job->rows - first : ROW_TILE;
+            span(job, b * OUT_BLOCK, end, first, tile);
         }
     }
     return 0;
+}
+
+int q4_matmul(const float *x, const uint8_t *packed, const float *scale, const float *low,
+              float *y, int16_t *xq, float *xs, float *xsum, int rows, int cols, int out,
+              int threads) {
+    Job job = {packed, scale, low, xq, xs, xsum, y, rows, cols, 0, out};
+    return run_blocks(x, &job, threads, q4_span);
+}
+
+int q8_matmul(const float *x, const int8_t *q, const float *scale, float *y, int16_t *xq,
+              float *xs, float *xsum, int rows, int cols, int out, int threads) {
+    Job job = {q, scale, NULL, xq, xs, xsum, y, rows, cols, 0, out};
+    return run_blocks(x, &job, threads, q8_span);
 }

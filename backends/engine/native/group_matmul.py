@@ -8,6 +8,7 @@ output's scale of the float product over the same weights).
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 
 import torch
 
@@ -46,55 +47,27 @@ class GroupMatmul:
         self, x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, low: torch.Tensor
     ) -> torch.Tensor:
         """x [rows, cols] float32 over packed 4-bit groups -> [rows, out] float32."""
-        x, y, xq, sums = self._buffers(x, packed.shape[0])
-        status = self._q4(
-            x.data_ptr(),
-            packed.data_ptr(),
-            scale.data_ptr(),
-            low.data_ptr(),
-            y.data_ptr(),
-            xq.data_ptr(),
-            sums[0].data_ptr(),
-            sums[1].data_ptr(),
-            *x.shape,
-            y.shape[1],
-            torch.get_num_threads(),
-        )
-        return _checked(status, x, y)
+        return self._call(self._q4, x, packed.shape[0], packed, scale, low)
 
     def q8(self, x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """x [rows, cols] float32 over int8 groups [out, cols] -> [rows, out] float32."""
-        x, y, xq, sums = self._buffers(x, q.shape[0])
-        status = self._q8(
-            x.data_ptr(),
-            q.data_ptr(),
-            scale.data_ptr(),
-            y.data_ptr(),
-            xq.data_ptr(),
-            sums[0].data_ptr(),
-            sums[1].data_ptr(),
-            *x.shape,
-            y.shape[1],
-            torch.get_num_threads(),
-        )
-        return _checked(status, x, y)
+        return self._call(self._q8, x, q.shape[0], q, scale)
 
     @staticmethod
-    def _buffers(
-        x: torch.Tensor, out: int
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _call(
+        kernel: Callable[..., int], x: torch.Tensor, out: int, *weights: torch.Tensor
+    ) -> torch.Tensor:
+        """kernel(x, *weights, y, scratch..., rows, cols, out, threads) into a fresh y."""
         x = x.contiguous()
         rows, cols = x.shape
         y = torch.empty((rows, out), dtype=torch.float32)
         xq = torch.empty(rows * cols, dtype=torch.int16)
         sums = torch.empty((2, rows * cols // GROUP), dtype=torch.float32)
-        return x, y, xq, sums
-
-
-def _checked(status: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    if status != 0:
-        raise ValueError(f"group matmul cannot run x {tuple(x.shape)} into {y.shape[1]} outputs")
-    return y
+        pointers = [w.data_ptr() for w in (x, *weights, y, xq, sums[0], sums[1])]
+        status = kernel(*pointers, rows, cols, out, torch.get_num_threads())
+        if status != 0:
+            raise ValueError(f"group matmul cannot run x {tuple(x.shape)} into {out} outputs")
+        return y
 
 
 def _has_avx2() -> bool:
