@@ -105,8 +105,9 @@ class _Prefill:
 class CpuAttentionPlan:
     """How one step's tokens attend, worked out once per step and shared by every layer.
 
-    Single-token (decode) sequences run in one call of the C kernel over the block pool where it
-    could be built (:mod:`backends.engine.native`). Otherwise they are batched by groups of
+    Sequences with a few new tokens (decode rows, and tokens a grammar forced; up to
+    NATIVE_MAX_QUERY) run in one call of the C kernel over the block pool where it could be built
+    (:mod:`backends.engine.native`). Otherwise single-token sequences are batched by groups of
     similar length: their blocks are gathered into buffers reused by every layer, masked past each
     context length, and fed to one SDPA call per group with the query heads of each KV head laid
     out as its query rows (so K/V are read once per KV head). Prompt chunks run one SDPA call

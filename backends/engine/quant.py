@@ -156,8 +156,8 @@ class Int4Linear(nn.Module):
     """Weight-only int4, groups of 32 with a scale and a low value each.
 
     On an AVX2 CPU where the engine's C kernel builds (:mod:`backends.engine.native.group_matmul`)
-    the groups stay as the file stores them and the activations are rounded to int8 per group of
-    32, as llama.cpp does; otherwise ``_weight_int4pack_mm_for_cpu`` runs them with bfloat16
+    the groups stay as the file stores them and the activations are rounded to int16 per group of
+    32; otherwise ``_weight_int4pack_mm_for_cpu`` runs them with bfloat16
     activations. ``native=False`` forces the PyTorch kernel.
     """
 
@@ -198,12 +198,9 @@ class Int4Linear(nn.Module):
         """The float32 weights [out, in] (with the adapter's delta), from the C kernel's layout."""
         if self.kernel is None:
             raise TypeError("only the C kernel's layout can be dequantized")
-        packed = self.packed.data
-        q = torch.cat((packed & 0x0F, packed >> 4), dim=-1).float()  # [out, groups, 32]
-        weight = (q * self.scale[..., None] + self.low[..., None]).reshape(packed.shape[0], -1)
-        if self.down is not None and self.up is not None:
-            weight += self.up @ self.down
-        return weight
+        packed = self.packed.data  # [out, groups, 16]: q[j] | q[j + 16] << 4
+        q = torch.cat((packed & 0x0F, packed >> 4), dim=-1).reshape(packed.shape[0], -1)
+        return GroupQuantized(q, self.scale, self.low, self.down, self.up).dequantize()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, in] -> [T, out] in x's dtype."""
@@ -295,7 +292,8 @@ _NATIVE: list[GroupMatmul | None] = []
 
 
 def _group_kernel() -> GroupMatmul | None:
-    """The C int4 kernel, built once per process (None where it cannot run)."""
+    """The C group matmuls (4-bit and 8-bit), built once per process (None where they cannot
+    run)."""
     if not _NATIVE:
         from backends.engine.native.group_matmul import GroupMatmul
 

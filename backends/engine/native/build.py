@@ -73,7 +73,7 @@ def _compiler() -> str | None:
 
 def _library_path(name: str, source: bytes, compiler: str) -> Path:
     digest = hashlib.sha256(source)
-    for part in (compiler, _compiler_version(compiler), platform.machine(), _cpu_flags(), FLAGS):
+    for part in (compiler, _compiler_version(compiler), platform.machine(), cpu_flags(), FLAGS):
         digest.update(repr(part).encode())
     return cache_root() / "native" / f"{name}-{digest.hexdigest()[:16]}.so"
 
@@ -88,7 +88,7 @@ def _compiler_version(compiler: str) -> str:
     return done.stdout.splitlines()[0] if done.stdout else ""
 
 
-def _cpu_flags() -> str:
+def cpu_flags() -> str:
     """The CPU's feature flags (what ``-march=native`` compiles for), where Linux lists them."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

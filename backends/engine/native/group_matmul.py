@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from backends.engine.native.build import load
+from backends.engine.native.build import cpu_flags, load
 
 GROUP = 32
 
@@ -71,12 +71,5 @@ class GroupMatmul:
 
 
 def _has_avx2() -> bool:
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("flags"):
-                    flags = line.split()
-                    return "avx2" in flags and "fma" in flags
-    except OSError:
-        pass
-    return False
+    flags = cpu_flags().split()
+    return "avx2" in flags and "fma" in flags
