@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -37,6 +38,8 @@ FLAGS = (
 )
 BUILD_TIMEOUT_S = 120
 _loaded: dict[str, ctypes.CDLL | None] = {}
+# A kernel file may include sibling kernel files: ``#include "group_matmul.c"``.
+_LOCAL_INCLUDE = re.compile(rb'^#include "([a-z_]+\.c)"', re.MULTILINE)
 
 
 def load(name: str) -> ctypes.CDLL | None:
@@ -53,15 +56,28 @@ def _build_and_load(name: str) -> ctypes.CDLL | None:
     if compiler is None:
         _log.info("no C compiler found: the engine's %s kernel stays in PyTorch", name)
         return None
-    source = resources.files("backends.engine.native").joinpath(f"{name}.c").read_bytes()
-    library = _library_path(name, source, compiler)
-    if not library.is_file() and not _compile(source, compiler, library):
+    sources = _sources(f"{name}.c")
+    library = _library_path(name, sources, compiler)
+    if not library.is_file() and not _compile(sources, compiler, library):
         return None
     try:
         return ctypes.CDLL(str(library))
     except OSError as exc:
         _log.info("could not load %s (%s): the engine's kernel stays in PyTorch", library, exc)
         return None
+
+
+def _sources(main: str) -> dict[str, bytes]:
+    """``main`` and the sibling files it includes, transitively: file name -> text."""
+    folder = resources.files("backends.engine.native")
+    found: dict[str, bytes] = {}
+    pending = [main]
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found[name] = folder.joinpath(name).read_bytes()
+            pending += [m.decode() for m in _LOCAL_INCLUDE.findall(found[name])]
+    return found
 
 
 def _compiler() -> str | None:
@@ -71,8 +87,10 @@ def _compiler() -> str | None:
     return None
 
 
-def _library_path(name: str, source: bytes, compiler: str) -> Path:
-    digest = hashlib.sha256(source)
+def _library_path(name: str, sources: dict[str, bytes], compiler: str) -> Path:
+    digest = hashlib.sha256()
+    for file_name in sorted(sources):
+        digest.update(file_name.encode() + b"\0" + sources[file_name])
     for part in (compiler, _compiler_version(compiler), platform.machine(), cpu_flags(), FLAGS):
         digest.update(repr(part).encode())
     return cache_root() / "native" / f"{name}-{digest.hexdigest()[:16]}.so"
@@ -99,13 +117,16 @@ def cpu_flags() -> str:
     return platform.processor()
 
 
-def _compile(source: bytes, compiler: str, library: Path) -> bool:
-    """Compile into a temporary file next to ``library``, then move it into place atomically."""
+def _compile(sources: dict[str, bytes], compiler: str, library: Path) -> bool:
+    """Compile into a temporary file next to ``library``, then move it into place atomically.
+
+    The first of ``sources`` is the file compiled; the others sit beside it for its includes."""
     try:
         library.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=library.parent) as work:
-            source_file = Path(work) / "kernel.c"
-            source_file.write_bytes(source)
+            for file_name, text in sources.items():
+                (Path(work) / file_name).write_bytes(text)
+            source_file = Path(work) / next(iter(sources))
             built = Path(work) / "kernel.so"
             done = subprocess.run(
                 [compiler, *FLAGS, "-o", str(built), str(source_file), "-lm"],

@@ -21,9 +21,18 @@
 #define ROW_TILE 4
 #define OUT_BLOCK 8
 
-/* Round each group of 32 activations to int16 with scale max|x| / 32767; keep each group's sum. */
+/* With AVX-512 VNNI the 4-bit path takes two groups per 512-bit step: pairs of groups laid out
+ * as the packed bytes of two groups unpack (see q4_pair_tile). */
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+#define PAIRS 1
+#else
+#define PAIRS 0
+#endif
+
+/* Round each group of 32 activations to int16 with scale max|x| / 32767; keep each group's sum.
+ * ``paired``: each two groups a, b are stored a[0..15] b[0..15] a[16..31] b[16..31]. */
 static void quantize_rows(const float *x, int rows, int cols, int16_t *xq, float *xs,
-                          float *xsum) {
+                          float *xsum, int paired) {
     const int groups = cols / GROUP;
     for (long g = 0; g < (long)rows * groups; g++) {
         const float *v = x + g * GROUP;
@@ -35,7 +44,16 @@ static void quantize_rows(const float *x, int rows, int cols, int16_t *xq, float
         }
         const float scale = high / 32767.0f;
         const float inverse = high > 0.0f ? 32767.0f / high : 0.0f;
-        for (int i = 0; i < GROUP; i++) xq[g * GROUP + i] = (int16_t)lrintf(v[i] * inverse);
+        int16_t *target = xq + g * GROUP;
+        if (paired) {
+            const long pair = g / 2 * 2 * GROUP, second = g % 2 * 16;
+            for (int i = 0; i < 16; i++) {
+                xq[pair + second + i] = (int16_t)lrintf(v[i] * inverse);
+                xq[pair + 32 + second + i] = (int16_t)lrintf(v[16 + i] * inverse);
+            }
+        } else {
+            for (int i = 0; i < GROUP; i++) target[i] = (int16_t)lrintf(v[i] * inverse);
+        }
         xs[g] = scale;
         xsum[g] = total;
     }
@@ -131,11 +149,106 @@ typedef struct {
 /* Weight rows [n, end) against activation rows [first, first + tile). */
 typedef void (*Span)(const Job *job, int n, int end, int first, int tile);
 
+#if PAIRS
+/* Two groups' scales times their activation scales, as [a x 8 | b x 8]. */
+static inline __m512 pair_scale(const float *scale, const float *xs, __m512i spread) {
+    const __m128 a = _mm_castpd_ps(_mm_load_sd((const double *)scale));
+    const __m128 b = _mm_castpd_ps(_mm_load_sd((const double *)xs));
+    return _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(a, b)));
+}
+
+/* Two groups' 64 weights as int16: [a 0..15 | b 0..15] in lo, [a 16..31 | b 16..31] in hi. */
+static inline void unpack_pair(const uint8_t *bytes, __m512i *lo, __m512i *hi) {
+    const __m256i packed = _mm256_loadu_si256((const __m256i *)bytes);
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    *lo = _mm512_cvtepu8_epi16(_mm256_and_si256(packed, mask));
+    *hi = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), mask));
+}
+
+static inline __m512 pair_dot(__m512i lo, __m512i hi, const int16_t *x) {
+    __m512i d = _mm512_dpwssd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(x));
+    d = _mm512_dpwssd_epi32(d, hi, _mm512_loadu_si512(x + 32));
+    return _mm512_cvtepi32_ps(d);
+}
+
+/* sum over groups of low * xsum, 16 at a time. */
+static inline float offset_dot(const float *low, const float *xsum, int groups) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int g = 0; g < groups; g += 16) {
+        const __mmask16 keep = groups - g >= 16 ? 0xFFFF : (__mmask16)((1u << (groups - g)) - 1);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, low + g),
+                              _mm512_maskz_loadu_ps(keep, xsum + g), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+/* Two weight rows (or one, with ``both`` 0) against up to ROW_TILE activation rows, two groups
+ * per step; the activations are in quantize_rows' paired layout. Inlined with constant ``tile``
+ * and ``both``, so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void q4_pair_body(
+    const uint8_t *packed, const float *scale, const float *low, int groups, const int16_t *xq,
+    const float *xs, const float *xsum, const int tile, float *y, long y_stride, const int both) {
+    const __m512i spread = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const long second = both ? (long)groups * 16 : 0;
+    __m512 acc0[ROW_TILE], acc1[ROW_TILE];
+    for (int r = 0; r < ROW_TILE; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int g = 0; g < groups; g += 2) {
+        __m512i lo0, hi0, lo1, hi1;
+        unpack_pair(packed + (long)g * 16, &lo0, &hi0);
+        unpack_pair(packed + second + (long)g * 16, &lo1, &hi1);
+        for (int r = 0; r < tile; r++) {
+            const long at = (long)r * groups + g;
+            const int16_t *x = xq + at * GROUP;
+            acc0[r] = _mm512_fmadd_ps(pair_dot(lo0, hi0, x), pair_scale(scale + g, xs + at, spread),
+                                      acc0[r]);
+            if (both)
+                acc1[r] = _mm512_fmadd_ps(pair_dot(lo1, hi1, x),
+                                          pair_scale(scale + groups + g, xs + at, spread), acc1[r]);
+        }
+    }
+    for (int r = 0; r < tile; r++) {
+        const float *sums = xsum + (long)r * groups;
+        y[r * y_stride] = _mm512_reduce_add_ps(acc0[r]) + offset_dot(low, sums, groups);
+        if (both)
+            y[r * y_stride + 1] =
+                _mm512_reduce_add_ps(acc1[r]) + offset_dot(low + groups, sums, groups);
+    }
+}
+
+#define Q4_PAIR_CASE(t, b)                                                                       \
+    case (t) * 2 + (b):                                                                          \
+        q4_pair_body(packed, scale, low, groups, xq, xs, xsum, t, y, y_stride, b);               \
+        break;
+
+static void q4_pair_tile(const uint8_t *packed, const float *scale, const float *low, int groups,
+                         const int16_t *xq, const float *xs, const float *xsum, int tile,
+                         float *y, long y_stride, int both) {
+    switch (tile * 2 + (both != 0)) {
+        Q4_PAIR_CASE(1, 0)
+        Q4_PAIR_CASE(1, 1)
+        Q4_PAIR_CASE(2, 0)
+        Q4_PAIR_CASE(2, 1)
+        Q4_PAIR_CASE(3, 0)
+        Q4_PAIR_CASE(3, 1)
+        Q4_PAIR_CASE(4, 0)
+        Q4_PAIR_CASE(4, 1)
+    }
+}
+#endif
+
 static void q4_span(const Job *j, int n, int end, int first, int tile) {
     const uint8_t *packed = (const uint8_t *)j->weights;
     const long g = j->groups;
     const int16_t *xq = j->xq + (long)first * j->cols;
     const float *xs = j->xs + first * g, *xsum = j->xsum + first * g;
+#if PAIRS
+    if (g % 2 == 0) {
+        for (; n < end; n += 2)
+            q4_pair_tile(packed + n * g * 16, j->scale + n * g, j->low + n * g, j->groups, xq, xs,
+                         xsum, tile, j->y + (long)first * j->out + n, j->out, n + 1 < end);
+        return;
+    }
+#endif
     for (; n + 1 < end; n += 2)
         pair_tile(packed + n * g * 16, j->scale + n * g, j->low + n * g, j->groups, xq, xs, xsum,
                   tile, j->y + (long)first * j->out + n, j->out);
@@ -173,11 +286,11 @@ static void q8_span(const Job *j, int n, int end, int first, int tile) {
 
 /* Round the activations, then pass every tile of them over each block of weight rows, which
  * stays in L1 meanwhile; blocks run in parallel. */
-static int run_blocks(const float *x, Job *job, int threads, Span span) {
+static int run_blocks(const float *x, Job *job, int threads, Span span, int paired) {
     if (job->cols % GROUP != 0 || job->rows < 1) return -1;
     job->groups = job->cols / GROUP;
     quantize_rows(x, job->rows, job->cols, (int16_t *)job->xq, (float *)job->xs,
-                  (float *)job->xsum);
+                  (float *)job->xsum, paired && job->groups % 2 == 0);
     const int tiles = (job->rows + ROW_TILE - 1) / ROW_TILE;
     const int blocks = (job->out + OUT_BLOCK - 1) / OUT_BLOCK;
 #pragma omp parallel for schedule(static) num_threads(threads)
@@ -196,11 +309,11 @@ int q4_matmul(const float *x, const uint8_t *packed, const float *scale, const f
               float *y, int16_t *xq, float *xs, float *xsum, int rows, int cols, int out,
               int threads) {
     Job job = {packed, scale, low, xq, xs, xsum, y, rows, cols, 0, out};
-    return run_blocks(x, &job, threads, q4_span);
+    return run_blocks(x, &job, threads, q4_span, PAIRS);
 }
 
 int q8_matmul(const float *x, const int8_t *q, const float *scale, float *y, int16_t *xq,
               float *xs, float *xsum, int rows, int cols, int out, int threads) {
     Job job = {q, scale, NULL, xq, xs, xsum, y, rows, cols, 0, out};
-    return run_blocks(x, &job, threads, q8_span);
+    return run_blocks(x, &job, threads, q8_span, 0);
 }
