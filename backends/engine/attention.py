@@ -118,6 +118,13 @@ class CpuAttentionPlan:
     decode_groups: list[_DecodeGroup] = field(default_factory=list)
     prefills: list[_Prefill] = field(default_factory=list)
 
+    def native_only(self) -> DecodeCall | None:
+        """The C kernel's call when it takes every token of the step, else None."""
+        if self.prefills or len(self.decode_groups) != 1:
+            return None
+        group = self.decode_groups[0]
+        return group.native if group.rows is None else None
+
     def __call__(
         self,
         q: torch.Tensor,

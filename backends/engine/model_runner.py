@@ -46,9 +46,12 @@ class ModelRunner:
         weights: str | None = None,
         weight_cache: bool = False,
         native_attention: bool = True,
+        fused_step: bool = True,
     ) -> None:
         """``native_attention``: decode attention in the C kernel over the block pool (CPU,
-        float32; built on first use, and the PyTorch path where it cannot be).
+        float32; built on first use, and the PyTorch path where it cannot be). ``fused_step``:
+        short steps run every layer in one C call where the model allows it
+        (:mod:`backends.engine.fused_step`).
 
         On CPU every tensor operation of the runner, loading included, runs on one compute
         thread (:mod:`backends.engine.compute_thread`), whichever thread calls it."""
@@ -76,6 +79,7 @@ class ModelRunner:
             weights,
             weight_cache,
             native_attention,
+            fused_step,
         )
 
     def _on_compute(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -93,6 +97,7 @@ class ModelRunner:
         weights: str | None,
         weight_cache: bool,
         native_attention: bool,
+        fused_step: bool,
     ) -> None:
         import torch
 
@@ -138,6 +143,11 @@ class ModelRunner:
             from backends.engine.native.paged_decode import PagedDecode
 
             self._native = PagedDecode.available()
+        self._fused = None
+        if self._native is not None and fused_step:
+            from backends.engine.fused_step import bind_fused_step
+
+            self._fused = bind_fused_step(self.model, self.kv_caches, self.scale)
         self._kernels = _load_triton_kernels() if cuda else None
         self._graphs: Any = None
         if self._kernels is not None and os.environ.get("CLAWLOOP_ENGINE_EAGER") != "1":
@@ -197,6 +207,11 @@ class ModelRunner:
                 heads=self.config.num_heads,
                 head_dim=self.config.head_dim,
             )
+            call = plan.native_only()
+            if self._fused is not None and call is not None and len(ids) <= self._fused.max_rows:
+                hidden = self.model.embed(ids).contiguous()
+                if self._fused(hidden, positions.int(), slots, call):
+                    return hidden
             attention = StoreThenAttend(slots, plan)
         return self.model(ids, positions, attention, self.kv_caches)
 

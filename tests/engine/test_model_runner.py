@@ -165,14 +165,17 @@ def test_answers_the_capital_question(runner: ModelRunner) -> None:
 @contextlib.contextmanager
 def float_path_only(runner: ModelRunner) -> Iterator[None]:
     """Every step on the float32 weights: a step of up to 16 rows otherwise runs on the 4-bit
-    copy (quant.DualLinear), close to but not bit-equal with the float path."""
+    copy (quant.DualLinear, or the fused C step over it), close to but not bit-equal with the
+    float path."""
     duals = [m for m in runner.model.modules() if isinstance(m, DualLinear)]
     limits = [d.max_rows for d in duals]
+    fused, runner._fused = runner._fused, None
     for dual in duals:
         dual.max_rows = 0
     try:
         yield
     finally:
+        runner._fused = fused
         for dual, limit in zip(duals, limits, strict=True):
             dual.max_rows = limit
 

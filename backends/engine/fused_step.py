@@ -1,0 +1,83 @@
+"""Short CPU steps through every layer in one C call, where the model's layers allow it.
+
+A decode step of one or a few sequences runs each decoder layer's ~20 small operators; on the
+CPU PyTorch's dispatch of them costs as much as the arithmetic. ``decode_step.c`` runs the same
+layer (the same 4-bit projections, norms, rotary tables and paged attention) in one call for
+all layers. It is used for steps that the C attention kernel takes whole (every sequence has a
+few new tokens) and that take the 4-bit path anyway (up to DUAL_MAX_ROWS rows), on models whose
+projections are all 4-bit groups under the C kernel (int4, and float32 over a 4-bit GGUF) and
+that have no q/k norms. Anything else keeps the PyTorch path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+import torch
+
+from backends.engine.quant import DUAL_MAX_ROWS, DualLinear, Int4Linear
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from backends.engine.layers import DecoderLayer
+    from backends.engine.model import CausalLM
+    from backends.engine.native.decode_step import BoundStep, Projection
+
+
+def bind_fused_step(
+    model: CausalLM, kv_caches: list[tuple[torch.Tensor, torch.Tensor]], scale: float
+) -> BoundStep | None:
+    """The fused step over this model and cache, or None where it does not apply."""
+    from backends.engine.native.decode_step import DecodeStepKernel, LayerTensors, Shape
+
+    config = model.config
+    if model.dtype != torch.float32 or config.qk_norm:
+        return None
+    if any(k.dtype != torch.float32 for k, _ in kv_caches):
+        return None
+    layers = []
+    for module, (k_pool, v_pool) in zip(model.layers, kv_caches, strict=True):
+        layer = cast("DecoderLayer", module)
+        found = [_projection(p) for p in (layer.qkv, layer.o_proj, layer.gate_up, layer.down)]
+        projections = [p for p in found if p is not None]
+        if len(projections) < len(found):
+            return None
+        qkv, o, gate_up, down = projections
+        norms = (layer.input_norm.data, layer.post_norm.data)
+        layers.append(LayerTensors(*norms, qkv, o, gate_up, down, k_pool, v_pool))
+    kernel = DecodeStepKernel.available()
+    if kernel is None:
+        return None
+    shape = Shape(
+        config.hidden_size,
+        config.num_heads,
+        config.num_kv_heads,
+        config.head_dim,
+        config.intermediate_size,
+        config.rms_norm_eps,
+        scale,
+    )
+    rotary = model.rotary
+    return kernel.bind(shape, layers, rotary.cos, rotary.sin_signed, DUAL_MAX_ROWS)
+
+
+def _projection(module: nn.Module) -> Projection | None:
+    """A projection's 4-bit groups as the C kernel holds them, or None if it has none."""
+    from backends.engine.native.decode_step import Projection
+
+    narrow = module.narrow if isinstance(module, DualLinear) else module
+    if not isinstance(narrow, Int4Linear) or narrow.kernel is None:
+        return None
+
+    def data(tensor: torch.Tensor | None) -> torch.Tensor | None:
+        return None if tensor is None else tensor.data.float().contiguous()
+
+    return Projection(
+        narrow.packed.data,
+        narrow.scale.data,
+        narrow.low.data,
+        data(narrow.bias),
+        data(narrow.down),
+        data(narrow.up),
+    )

@@ -1,0 +1,194 @@
+/* Every decoder layer of one short step (decode rows, a few forced tokens) in one call.
+ *
+ * A decode step of a small model is hundreds of tiny operations: at one row each PyTorch
+ * operator costs more in dispatch than in arithmetic (about half of a step, measured on a
+ * 2-core CPU). Here a layer is RMSNorm, the q|k|v projection on 4-bit groups (group_matmul.c),
+ * rotary embeddings, the K/V store into the paged pool, attention over the pool
+ * (paged_decode.c), the output projection and residual, RMSNorm, gate|up, SiLU times up, and
+ * the down projection and residual, all on buffers carved once from one workspace.
+ *
+ * The projections are the 4-bit groups the PyTorch path runs (Int4Linear), with their bias and
+ * LoRA factors (y += (x down^T) up^T) where present; the arithmetic matches it operation for
+ * operation, up to the order of float sums.
+ *
+ * Layouts: x [rows, hidden] float32, the embeddings in, the hidden states (before the final
+ * norm) out; positions [rows] int32; slots [rows] int64 (block * block_size + offset);
+ * cos, sin_signed [max_position, dim] (rotate-half: out = x cos + roll(x, dim / 2) sin_signed);
+ * K/V pools [blocks, block_size, kv_heads, dim]; attention's tables, starts and lengths as in
+ * paged_decode.c.
+ */
+#include "group_matmul.c"
+#include "paged_decode.c"
+
+typedef struct {
+    const uint8_t *packed; /* [out, cols / 32, 16] */
+    const float *scale, *low; /* [out, cols / 32] */
+    const float *bias; /* [out] or NULL */
+    const float *down, *up; /* LoRA [rank, cols], [out, rank], or NULL */
+    int out, cols, rank;
+} Projection;
+
+typedef struct {
+    const float *input_norm, *post_norm; /* [hidden] */
+    Projection qkv, o, gate_up, down;
+    float *k_pool, *v_pool;
+} Layer;
+
+typedef struct {
+    const Layer *layers;
+    const float *cos, *sin_signed;
+    int num_layers, hidden, heads, kv_heads, dim, intermediate, block_size, max_rank;
+    float eps, scale;
+} Model;
+
+/* One step's attention arguments (paged_decode.c's), shared by every layer. */
+typedef struct {
+    const int32_t *tables, *starts, *lengths;
+    float *scratch; /* paged_decode_scratch(...) floats */
+    int seqs, width;
+} Attention;
+
+typedef struct {
+    float *normed, *qkv, *q, *attn, *proj, *gate_up, *act, *lora, *xs, *xsum;
+    int16_t *xq;
+} Buffers;
+
+static int widest(const Model *m) {
+    const int a = m->hidden > m->intermediate ? m->hidden : m->intermediate;
+    return a > m->heads * m->dim ? a : m->heads * m->dim;
+}
+
+static long qkv_width(const Model *m) { return (long)(m->heads + 2 * m->kv_heads) * m->dim; }
+
+/* Bytes of workspace decode_step needs for ``rows`` rows. */
+long decode_step_workspace(const Model *m, int rows) {
+    const long floats = (long)rows * (m->hidden * 2L + qkv_width(m) + 2L * m->heads * m->dim +
+                                      3L * m->intermediate + m->max_rank) +
+                        2L * rows * (widest(m) / GROUP) + 64;
+    return floats * 4 + (long)rows * widest(m) * 2 + 256;
+}
+
+static Buffers carve(const Model *m, int rows, void *workspace) {
+    float *f = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+    Buffers b;
+    b.normed = f, f += (long)rows * m->hidden;
+    b.qkv = f, f += (long)rows * qkv_width(m);
+    b.q = f, f += (long)rows * m->heads * m->dim;
+    b.attn = f, f += (long)rows * m->heads * m->dim;
+    b.proj = f, f += (long)rows * m->hidden;
+    b.gate_up = f, f += 2L * rows * m->intermediate;
+    b.act = f, f += (long)rows * m->intermediate;
+    b.lora = f, f += (long)rows * m->max_rank;
+    b.xs = f, f += (long)rows * (widest(m) / GROUP);
+    b.xsum = f, f += (long)rows * (widest(m) / GROUP);
+    b.xq = (int16_t *)f;
+    return b;
+}
+
+static void rms_norm(const float *x, const float *w, float eps, int rows, int n, float *out) {
+    for (int r = 0; r < rows; r++) {
+        const float *v = x + (long)r * n;
+        float total = 0.0f;
+        for (int i = 0; i < n; i++) total += v[i] * v[i];
+        const float inverse = 1.0f / sqrtf(total / n + eps);
+        for (int i = 0; i < n; i++) out[(long)r * n + i] = v[i] * inverse * w[i];
+    }
+}
+
+/* y [rows, out] = x [rows, cols] W^T (+ bias) (+ (x down^T) up^T). */
+static int project(const Projection *p, const float *x, int rows, float *y, const Buffers *b,
+                   int threads) {
+    if (q4_matmul(x, p->packed, p->scale, p->low, y, b->xq, b->xs, b->xsum, rows, p->cols,
+                  p->out, threads) != 0)
+        return -1;
+    if (p->bias != NULL)
+        for (int r = 0; r < rows; r++)
+            for (int o = 0; o < p->out; o++) y[(long)r * p->out + o] += p->bias[o];
+    if (p->down == NULL) return 0;
+    for (int r = 0; r < rows; r++) {
+        const float *v = x + (long)r * p->cols;
+        float *t = b->lora + (long)r * p->rank;
+        for (int k = 0; k < p->rank; k++) {
+            const float *d = p->down + (long)k * p->cols;
+            float dot = 0.0f;
+            for (int i = 0; i < p->cols; i++) dot += v[i] * d[i];
+            t[k] = dot;
+        }
+        float *line = y + (long)r * p->out;
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int o = 0; o < p->out; o++) {
+            const float *u = p->up + (long)o * p->rank;
+            float dot = 0.0f;
+            for (int k = 0; k < p->rank; k++) dot += t[k] * u[k];
+            line[o] += dot;
+        }
+    }
+    return 0;
+}
+
+/* Rotate q and k heads of each row in place, and copy q out contiguously for attention. */
+static void rotate_and_split(const Model *m, float *qkv, int rows, const int32_t *positions,
+                             float *q) {
+    const int dim = m->dim, half = dim / 2, heads = m->heads + m->kv_heads;
+    const long width = qkv_width(m);
+    float tmp[dim];
+    for (int r = 0; r < rows; r++) {
+        const float *c = m->cos + (long)positions[r] * dim;
+        const float *s = m->sin_signed + (long)positions[r] * dim;
+        for (int h = 0; h < heads; h++) {
+            float *v = qkv + r * width + (long)h * dim;
+            for (int d = 0; d < dim; d++) tmp[d] = v[d];
+            for (int d = 0; d < dim; d++) v[d] = tmp[d] * c[d] + tmp[(d + half) % dim] * s[d];
+        }
+        for (long i = 0; i < (long)m->heads * dim; i++) q[r * (long)m->heads * dim + i] = qkv[r * width + i];
+    }
+}
+
+static void store_kv(const Model *m, const Layer *layer, const float *qkv, int rows,
+                     const int64_t *slots) {
+    const long kv = (long)m->kv_heads * m->dim, q_size = (long)m->heads * m->dim;
+    const long width = qkv_width(m);
+    for (int r = 0; r < rows; r++) {
+        memcpy(layer->k_pool + slots[r] * kv, qkv + r * width + q_size, sizeof(float) * kv);
+        memcpy(layer->v_pool + slots[r] * kv, qkv + r * width + q_size + kv, sizeof(float) * kv);
+    }
+}
+
+static void add_into(float *x, const float *y, long n) {
+    for (long i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* Returns 0, or -1 when a shape is outside what the kernels handle (nothing is then written to
+ * x; the K/V pools may hold this step's new entries, which the fallback rewrites). */
+int decode_step(const Model *m, float *x, int rows, const int32_t *positions,
+                const int64_t *slots, const Attention *a, void *workspace, int threads) {
+    const Buffers b = carve(m, rows, workspace);
+    const long hidden = (long)rows * m->hidden;
+    float residual[hidden];
+    memcpy(residual, x, sizeof(float) * hidden);
+    for (int l = 0; l < m->num_layers; l++) {
+        const Layer *layer = m->layers + l;
+        rms_norm(residual, layer->input_norm, m->eps, rows, m->hidden, b.normed);
+        if (project(&layer->qkv, b.normed, rows, b.qkv, &b, threads) != 0) return -1;
+        rotate_and_split(m, b.qkv, rows, positions, b.q);
+        store_kv(m, layer, b.qkv, rows, slots);
+        if (paged_decode(b.q, layer->k_pool, layer->v_pool, a->tables, a->starts, a->lengths,
+                         b.attn, a->scratch, a->seqs, a->width, m->heads, m->kv_heads, m->dim,
+                         m->block_size, m->scale, threads) != 0)
+            return -1;
+        if (project(&layer->o, b.attn, rows, b.proj, &b, threads) != 0) return -1;
+        add_into(residual, b.proj, hidden);
+        rms_norm(residual, layer->post_norm, m->eps, rows, m->hidden, b.normed);
+        if (project(&layer->gate_up, b.normed, rows, b.gate_up, &b, threads) != 0) return -1;
+        const int inter = m->intermediate;
+        for (int r = 0; r < rows; r++) {
+            const float *g = b.gate_up + 2L * r * inter, *u = g + inter;
+            float *act = b.act + (long)r * inter;
+            for (int i = 0; i < inter; i++) act[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        }
+        if (project(&layer->down, b.act, rows, b.proj, &b, threads) != 0) return -1;
+        add_into(residual, b.proj, hidden);
+    }
+    memcpy(x, residual, sizeof(float) * hidden);
+    return 0;
+}
