@@ -284,18 +284,27 @@ class Int8GroupLinear(nn.Module):
         rows, cols = weight.shape
         if cols % GROUP:
             return None
-        grouped = weight.float().reshape(rows, cols // GROUP, GROUP)
-        scale = grouped.abs().amax(dim=-1) / 127
-        q = torch.round(grouped / scale.clamp(min=1e-30)[..., None]).clamp(-127, 127)
-        if not torch.equal(q * scale[..., None], grouped):
-            return None
-        return cls(q.reshape(rows, cols).to(torch.int8), scale, kernel)
+        q = torch.empty((rows, cols), dtype=torch.int8)
+        scale = torch.empty((rows, cols // GROUP))
+        # A slice at a time, so the temporaries stay in cache: 0.07 s for the bundled model's
+        # 49152x576 head where the whole tensor at once took 0.3 s of every start.
+        for start in range(0, rows, _EXACT_ROWS):
+            end = min(rows, start + _EXACT_ROWS)
+            grouped = weight[start:end].float().reshape(end - start, cols // GROUP, GROUP)
+            part = grouped.abs().amax(dim=-1) / 127
+            codes = torch.round(grouped / part.clamp(min=1e-30)[..., None]).clamp(-127, 127)
+            if not torch.equal(codes * part[..., None], grouped):
+                return None
+            q[start:end] = codes.reshape(end - start, cols).to(torch.int8)
+            scale[start:end] = part
+        return cls(q, scale, kernel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, in] -> [T, out] in x's dtype."""
         return self.kernel.q8(x.float(), self.q, self.scale).to(x.dtype)
 
 
+_EXACT_ROWS = 1024
 # Steps of up to this many rows run on the 4-bit copy: measured on a 2-core AVX2 CPU, the C
 # kernel beats float32 GEMM at 16 rows for the model's widest projections and loses by 64.
 DUAL_MAX_ROWS = 16

@@ -357,3 +357,41 @@ def test_fill_bitmasks_leaves_unconstrained_rows_open(factory: ConstraintFactory
     rows = unpack_bitmask(bitmask, VOCAB)
     assert bool(rows[0].all()) and bool(rows[2].all())
     assert int(rows[1].sum()) == 1
+
+
+def test_xgrammar_loads_without_transformers_and_leaves_the_real_one_importable() -> None:
+    """In a fresh process (where nothing imported transformers first): the engine's import of
+    xgrammar skips transformers, grammars still compile and constrain, and a later import of
+    transformers is the real package."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+from backends.default_model import default_model_path
+from backends.engine.constraint import ConstraintFactory, _xgrammar
+from backends.engine.gguf_weights import open_gguf
+from backends.engine.tokenizer import tokenizer_from_gguf
+from agent.messages import FunctionSpec, ToolSpec
+
+_xgrammar()
+assert "xgrammar" in sys.modules and "transformers" not in sys.modules
+tokenizer = tokenizer_from_gguf(open_gguf(default_model_path()))
+factory = ConstraintFactory(tokenizer, 49152)
+tool = ToolSpec(function=FunctionSpec(name="shell", parameters={
+    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}))
+constraint = factory.for_tools([tool], required=True)
+text = '<tool_call>{"name": "shell", "arguments": {"command": "wc -l README.md"}}</tool_call>'
+for token in tokenizer.encode(text):
+    assert constraint.accept(token), token
+fresh = factory.for_tools([tool], required=True)
+assert not fresh.accept(tokenizer.encode("Hello")[0])  # a tool call is required
+import transformers
+assert hasattr(transformers.PreTrainedTokenizerFast, "from_pretrained")
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"
