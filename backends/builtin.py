@@ -74,8 +74,23 @@ def make_openai(
     )
 
 
-def make_engine(**options: Any) -> Backend:
-    """clawloop's bundled paged engine."""
+def make_engine(resident: Any = None, **options: Any) -> Backend:
+    """clawloop's bundled paged engine.
+
+    ``resident`` (set by `agent run` and `agent chat`): use, or start, the resident host that
+    keeps the engine loaded for ``keep_alive`` seconds (:mod:`backends.engine.resident`)."""
+    for key in ("kv_cache_bytes", "block_size"):
+        if key in options:
+            options[key] = _int(key, options[key])
+    if resident is not None and _bool("resident", resident):
+        from backends.engine.config import EngineSettings
+        from backends.engine.resident.client import resident_backend
+
+        keep_alive = EngineSettings.from_options(options).keep_alive
+        if keep_alive > 0:
+            hosted: Backend | None = resident_backend(options, keep_alive)
+            if hosted is not None:
+                return hosted
     try:
         from backends.engine.backend import make_engine_backend
     except ImportError as exc:
@@ -84,9 +99,7 @@ def make_engine(**options: Any) -> Backend:
         raise UserError(
             f"the engine backend needs {exc.name}: pip install 'clawloop[engine]'"
         ) from None
-    for key in ("kv_cache_bytes", "block_size"):
-        if key in options:
-            options[key] = _int(key, options[key])
+    options.pop("keep_alive", None)
     backend: Backend = make_engine_backend(**options)
     return backend
 

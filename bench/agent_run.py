@@ -11,7 +11,13 @@ run does. Per run it reports the wall time and how it splits:
 - per model call: time to first token (prefill, including the prompt's cached part) and the rest
   of the call (decoding), with the prompt and cached token counts.
 
+The engine runs as `agent run` runs it by default: the first run starts the resident engine
+(``keep_alive``, see ``backends/engine/resident``) and the later ones send their prompts to it;
+``--keep-alive 0`` loads the engine in every run's own process instead. The resident engine is
+stopped at the end.
+
     python bench/agent_run.py                      # the bundled engine, 3 runs
+    python bench/agent_run.py --keep-alive 0       # the engine loaded in each run's process
     python bench/agent_run.py --backend llamacpp   # the embedded default, for comparison
 """
 
@@ -70,6 +76,7 @@ def main() -> None:
     parser.add_argument("--backend", default="engine")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--task", default=TASK)
+    parser.add_argument("--keep-alive", type=int, default=None, help="engine keep_alive, s")
     args = parser.parse_args()
     root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,6 +90,9 @@ def main() -> None:
             CLAWLOOP_CONFIG=str(Path(tmp) / "config.toml"),
             PYTHONPATH=str(root),
         )
+        if args.keep_alive is not None:
+            config = f"[backends.engine]\nkeep_alive = {args.keep_alive}\n"
+            (Path(tmp) / "config.toml").write_text(config)
         one, five, _ = os.getloadavg()
         print(f"backend {args.backend}; task {args.task!r}; load average {one:.1f}/{five:.1f}")
         print("| run | wall s | outside loop s | call: ttft s + rest s (prompt/cached/generated) |")
@@ -97,6 +107,10 @@ def main() -> None:
             print(f"| {label} | {row['wall']:.2f} | {row['outside_loop']:.2f} | {calls} |")
         one, five, _ = os.getloadavg()
         print(f"answer: {row['answer']!r}; load average at the end {one:.1f}/{five:.1f}")
+        if args.backend == "engine":
+            subprocess.run(
+                [sys.executable, "-m", "cli.main", "engine", "stop"], env=env, check=False
+            )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-engine_app = typer.Typer(help="The bundled paged engine: plan how much KV cache fits.")
+engine_app = typer.Typer(
+    help="The bundled paged engine: plan how much KV cache fits; stop resident engines."
+)
 
 
 @engine_app.callback()
@@ -65,3 +67,15 @@ def plan(
     table.add_row("tokens", f"{result.num_tokens:,}")
     table.add_row(f"sequences of {result.max_len:,} tokens", f"{result.concurrent_sequences:,}")
     Console().print(table)
+
+
+@engine_app.command()
+def stop() -> None:
+    """Stop the resident engines that keep the model loaded between runs (keep_alive)."""
+    from backends.engine.resident.client import stop_hosts
+
+    stopped = stop_hosts()
+    if stopped:
+        typer.echo(f"stopped {len(stopped)} resident engine(s): pid {', '.join(map(str, stopped))}")
+    else:
+        typer.echo("no resident engine is running")

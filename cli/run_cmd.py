@@ -116,7 +116,10 @@ def _prepare(
             "[bold red]full-access: tools run without the OS sandbox's limits on "
             "files and network[/bold red]"
         )
-    backend = build_backend(settings, {"script": str(script)} if script else None)
+    extra: dict[str, Any] = {"script": str(script)} if script else {}
+    if settings.backend == "engine":
+        extra["resident"] = True  # a short-lived run: keep the engine loaded for the next one
+    backend = build_backend(settings, extra or None)
     notice = (lambda text: err_console.print(f"[dim]{text}[/dim]")) if watch else None
     # No standing approver in the toolbox: every ask is an event, answered in _drive.
     toolbox = build_toolbox(settings, None, notice)

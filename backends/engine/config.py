@@ -183,6 +183,9 @@ class EngineSettings(BaseModel):
     # Full prompt blocks kept on disk across processes (unset: on for CPU, off elsewhere).
     disk_cache: bool | None = None
     disk_cache_mib: int = Field(default=1024, ge=1)
+    # Seconds the resident engine of `agent run` / `agent chat` stays loaded after its last
+    # request (0: each run loads the engine in its own process).
+    keep_alive: int = Field(default=300, ge=0)
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> EngineSettings:
