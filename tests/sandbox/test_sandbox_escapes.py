@@ -30,6 +30,7 @@ class Arena:
     outside: Path
     listener: Listener
     home_marker: Path
+    passwd_sha: str  # /etc/passwd before the attempt (another test may add its own user first)
 
 
 @pytest.fixture
@@ -37,7 +38,8 @@ def arena(workspace: Path, listener: Listener) -> Arena:
     marker = Path.home() / f".clawloop-escape-test-{uuid.uuid4().hex[:8]}"
     marker.write_text("host home secret\n")
     try:
-        yield Arena(workspace, workspace.parent / "outside", listener, marker)  # type: ignore[misc]
+        passwd = _sha(Path("/etc/passwd"))
+        yield Arena(workspace, workspace.parent / "outside", listener, marker, passwd)  # type: ignore[misc]
     finally:
         marker.unlink(missing_ok=True)
 
@@ -52,7 +54,6 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-PASSWD_SHA = _sha(Path("/etc/passwd"))
 # What the host process's /proc entry would show if the sandbox could see it.
 HOST_ARGV0 = Path("/proc/self/cmdline").read_bytes().split(b"\0")[0].decode()
 CORE_PATTERN = Path("/proc/sys/kernel/core_pattern").read_text()
@@ -79,7 +80,7 @@ def listener_untouched(result: CommandResult, a: Arena) -> None:
 
 
 def passwd_intact(result: CommandResult, a: Arena) -> None:
-    assert _sha(Path("/etc/passwd")) == PASSWD_SHA
+    assert _sha(Path("/etc/passwd")) == a.passwd_sha
 
 
 def victim_intact(result: CommandResult, a: Arena) -> None:
