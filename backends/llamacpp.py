@@ -220,7 +220,14 @@ class LlamaCppDecoder:
         if prompts is not None and llm.n_tokens == 0:
             prompts.load_best(llm, tokens)  # a new process: start from a saved prompt
         cached = _reuse_prefix(llm, tokens)
-        llm.eval(tokens[cached:])
+        if _seeded(request, self.seed):
+            # The last prompt token alone, whatever was cached: its logits then come from the
+            # same one-row evaluation every time (a many-row batch sums in another order, and
+            # at a temperature above 0 that can change the sample), so a seed repeats.
+            llm.eval(tokens[cached:-1])
+            llm.eval(tokens[-1:])
+        else:
+            llm.eval(tokens[cached:])
         if prompts is not None and len(tokens) - cached >= SAVE_AFTER_TOKENS:
             prompts.save(llm, tokens)
         sampler = self._sampler(llm, request, tools)
@@ -299,6 +306,13 @@ class LlamaCppDecoder:
         if request.tool_choice is not None:
             return request.tool_choice == "required"
         return self.tool_first and bool(request.messages) and request.messages[-1].role == "user"
+
+
+def _seeded(request: ChatRequest, default_seed: int | None) -> bool:
+    """Sampling at a temperature above 0 with a fixed seed: the caller wants it to repeat."""
+    temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
+    seed = request.seed if request.seed is not None else default_seed
+    return temperature > 0 and seed is not None
 
 
 def _reuse_prefix(llm: Any, tokens: list[int]) -> int:
