@@ -303,6 +303,12 @@ class Int8GroupLinear(nn.Module):
         """x [T, in] -> [T, out] in x's dtype."""
         return self.kernel.q8(x.float(), self.q, self.scale).to(x.dtype)
 
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows ``ids`` of the weights, float32 (the embedding lookup of a tied LM head)."""
+        q = self.q.index_select(0, ids).float()
+        scale = self.scale.index_select(0, ids)
+        return (q.view(len(ids), -1, GROUP) * scale[..., None]).view(len(ids), -1)
+
 
 _EXACT_ROWS = 1024
 # Steps of up to this many rows run on the 4-bit copy: measured on a 2-core AVX2 CPU, the C
@@ -347,9 +353,11 @@ def make_linear(parts: list[Weight], biases: list[torch.Tensor] | None, weights:
 class Embedding(nn.Module):
     """Token embeddings; a quantized table is the int8 LM head's rows, shared when tied."""
 
-    def __init__(self, table: torch.Tensor | Int8Linear, dtype: torch.dtype) -> None:
+    def __init__(
+        self, table: torch.Tensor | Int8Linear | Int8GroupLinear, dtype: torch.dtype
+    ) -> None:
         super().__init__()
-        self.quantized = table if isinstance(table, Int8Linear) else None
+        self.quantized = table if isinstance(table, Int8Linear | Int8GroupLinear) else None
         # A tied table is the head's own Parameter: shared, not copied (nor counted twice).
         self.weight: torch.Tensor | None = None
         if isinstance(table, torch.Tensor):
@@ -370,18 +378,26 @@ def head_and_embedding(
     """The LM head and the embedding table; one shared tensor when ``head`` is None (tied).
 
     The head is int8 under both quantized choices: it is the layer whose error reaches the
-    logits undamped, and int8 is also the faster kernel at its shape (49152x576).
+    logits undamped, and int8 is also the faster kernel at its shape (49152x576). Where the C
+    kernel runs and the head is a GGUF Q8_0 tensor (the bundled file's), it keeps the file's own
+    8-bit groups, which lose nothing (float32: for its narrow steps; int8/int4: for every step).
     """
     head_weights = "int8" if weights in QUANTIZED else weights
     embed_dense = embed.dequantize() if isinstance(embed, GroupQuantized) else embed
-    lm_head = make_linear([embed_dense if head is None else head], None, head_weights)
-    kernel = _group_kernel() if weights == "float32" else None
-    if kernel is not None and isinstance(lm_head, FloatLinear):
-        narrow = Int8GroupLinear.exactly(lm_head.weight, kernel)
-        if narrow is not None:
-            lm_head = DualLinear(lm_head, narrow, DUAL_MAX_ROWS)
+    head_dense = embed_dense if head is None else head
+    kernel = _group_kernel() if weights in ("float32", *QUANTIZED) else None
+    exact = None
+    if kernel is not None and isinstance(head_dense, torch.Tensor):
+        exact = Int8GroupLinear.exactly(head_dense, kernel)
+    lm_head: nn.Module
+    if weights in QUANTIZED and exact is not None:
+        lm_head = exact
+    else:
+        lm_head = make_linear([head_dense], None, head_weights)
+    if exact is not None and isinstance(lm_head, FloatLinear):
+        lm_head = DualLinear(lm_head, exact, DUAL_MAX_ROWS)
     if head is None:
-        if isinstance(lm_head, Int8Linear):
+        if isinstance(lm_head, Int8Linear | Int8GroupLinear):
             return lm_head, Embedding(lm_head, dtype)
         if isinstance(lm_head, FloatLinear | DualLinear):
             return lm_head, Embedding(lm_head.weight, dtype)

@@ -82,3 +82,27 @@ def test_weight_choice_errors_name_the_fix() -> None:
         check_weights("int8", "cuda")
     with pytest.raises(UserError, match="choose one of"):
         check_weights("fp8", "cpu")
+
+
+@pytest.mark.parametrize("weights", ["int8", "int4"])
+def test_a_q8_0_head_keeps_its_groups_under_the_quantized_choices(weights: str) -> None:
+    from backends.engine.quant import Int8GroupLinear, _group_kernel, head_and_embedding
+
+    if _group_kernel() is None:
+        pytest.skip("the C kernels are not built here")
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randint(-127, 128, (64, 4, 32), generator=generator)
+    q[..., 0] = 127  # each group's scale is its largest weight / 127, as Q8_0 writes them
+    scale = (torch.rand(64, 4, generator=generator) * 0.01).half().float()
+    table = (q.float() * scale[..., None]).reshape(64, 128)
+    head, embedding = head_and_embedding(table, None, weights, torch.float32)
+    assert isinstance(head, Int8GroupLinear)
+    ids = torch.tensor([3, 0, 63])
+    assert torch.equal(embedding(ids), table[ids])
+    x = torch.randn(2, 128, generator=generator)
+    torch.testing.assert_close(head(x), x @ table.T, atol=1e-3, rtol=1e-4)
+    # weights that are not 8-bit groups are requantized per channel, as before
+    other, _ = head_and_embedding(
+        torch.randn(64, 128, generator=generator), None, weights, torch.float32
+    )
+    assert isinstance(other, Int8Linear)
