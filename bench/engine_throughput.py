@@ -8,6 +8,11 @@ default all of float32, bfloat16, int8 and int4). Run by hand, e.g.:
     PYTHONPATH=. python bench/engine_throughput.py --quick
     PYTHONPATH=. python bench/engine_throughput.py            # 64 requests, takes a while on CPU
     PYTHONPATH=. python bench/engine_throughput.py --weights int8,int4 --skip transformers
+
+The peers: transformers ``generate`` in static left-padded batches (``--hf-batch-size``),
+llama-cpp-python one request at a time, and llama.cpp batched (``llama-server`` with a slot per
+request; built on first use from the installed binding's vendored sources, which takes a while:
+see ``bench/llama_server_build.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import multiprocessing
+import os
 import random
 import statistics
 import time
@@ -178,6 +184,50 @@ def _llama_cpp_child(path: Path, work: Workload, results: Any) -> None:
     results.put(time.perf_counter() - start)
 
 
+def run_llama_server(path: Path, work: Workload, binary: str | None) -> Row:
+    """llama.cpp batched: ``llama-server`` with one slot per request and continuous batching.
+
+    Built from the llama.cpp sources vendored in the llama-cpp-python sdist
+    (``bench/llama_server_build.py`` says how, and caches the binary). Every request is sent at
+    once to its native ``/completion`` endpoint as token ids, greedy, end tokens ignored, with
+    no prompt cache (the prompts share nothing).
+    """
+    import asyncio
+
+    import httpx
+    from llama_server_build import build
+    from serve_load import ServerProcess, free_port
+
+    parallel = len(work.prompts)
+    per_slot = max(len(p) for p in work.prompts) + max(work.output_lens) + 16
+    port = free_port()
+    command = [str(Path(binary) if binary else build()), "-m", str(path), "--port", str(port)]
+    command += ["--parallel", str(parallel), "-c", str(per_slot * parallel), "-t", "2"]
+    command += ["--no-webui"]
+
+    async def one(client: httpx.AsyncClient, prompt: list[int], n: int) -> int:
+        body = {"prompt": prompt, "n_predict": n, "temperature": 0.0, "ignore_eos": True}
+        body["cache_prompt"] = False
+        reply = await client.post(f"http://127.0.0.1:{port}/completion", json=body)
+        reply.raise_for_status()
+        return int(reply.json()["tokens_predicted"])
+
+    async def everything() -> tuple[float, list[int]]:
+        async with httpx.AsyncClient(timeout=3600) as client:
+            await one(client, [1000, 1001], 2)  # warm-up
+            start = time.perf_counter()
+            jobs = [one(client, p, n) for p, n in zip(work.prompts, work.output_lens, strict=True)]
+            produced = await asyncio.gather(*jobs)
+            return time.perf_counter() - start, list(produced)
+
+    with ServerProcess("llama-server", command, port, dict(os.environ)):
+        seconds, produced = asyncio.run(everything())
+    if produced != work.output_lens:
+        raise SystemExit(f"llama-server produced {produced}, expected {work.output_lens}")
+    note = f"llama.cpp batched: --parallel {parallel}, continuous batching, 2 threads"
+    return Row("llama-server", seconds, work.output_tokens, note)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -204,7 +254,13 @@ def main() -> None:
     parser.add_argument("--max-num-seqs", type=int, default=64)
     parser.add_argument("--max-num-batched-tokens", type=int, default=1024)
     parser.add_argument("--hf-batch-size", type=int, default=16)
-    parser.add_argument("--skip", action="append", default=[], choices=["transformers", "llamacpp"])
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=["transformers", "llamacpp", "llama-server"],
+    )
+    parser.add_argument("--llama-server", default=None, help="a llama-server binary to use")
     args = parser.parse_args()
 
     import torch
@@ -242,6 +298,8 @@ def main() -> None:
         done(run_transformers(path, work, args.hf_batch_size))
     if "llamacpp" not in args.skip and path.is_file():
         done(run_llama_cpp(path, work))
+    if "llama-server" not in args.skip and path.is_file():
+        done(run_llama_server(path, work, args.llama_server))
 
     table = Table(
         title=f"Output throughput, {path.name}, {args.device}, {torch.get_num_threads()} threads"

@@ -31,6 +31,7 @@ from backends.engine.resident.protocol import host_folder, host_key, receive, se
 _log = logging.getLogger(__name__)
 START_TIMEOUT_S = 600.0
 _POLL_S = 0.05
+_LOG_CAP = 1 << 20
 
 
 class RemoteDecoder:
@@ -79,6 +80,8 @@ def resident_backend(options: dict[str, Any], keep_alive: int) -> Any | None:
     from backends.base import LocalBackend
     from backends.chat_template import ChatTemplate
 
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None  # Linux only: elsewhere the host could not check who connects
     model = options.get("model")
     if model and not Path(str(model)).expanduser().exists():
         return None  # loading it here says what is wrong
@@ -149,7 +152,8 @@ def _start(path: Path, key: str, options: dict[str, Any], keep_alive: int) -> di
     """Start a host in its own session and wait until it answers (it loads the model first)."""
     log = host_folder() / f"engine-{key}.log"
     command = [sys.executable, "-m", "backends.engine.resident.host", str(path), str(keep_alive)]
-    with open(log, "ab") as out:
+    fresh = log.exists() and log.stat().st_size > _LOG_CAP
+    with open(log, "wb" if fresh else "ab") as out:  # a log past its cap starts over
         process = subprocess.Popen(
             [*command, json.dumps(options, default=str)],
             stdin=subprocess.DEVNULL,
