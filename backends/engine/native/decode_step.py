@@ -204,7 +204,7 @@ class DecodeStepKernel:
         )
         size = int(self._workspace(ctypes.byref(model), max_rows))
         workspace = torch.empty(size, dtype=torch.uint8)
-        return BoundStep(self, model, array, keep, workspace, max_rows, shape.hidden)
+        return BoundStep(self, model, array, keep, workspace, max_rows)
 
 
 class BoundStep:
@@ -218,7 +218,6 @@ class BoundStep:
         keep: list[torch.Tensor],
         workspace: torch.Tensor,
         max_rows: int,
-        hidden: int,
     ) -> None:
         self._kernel = kernel
         self._model = model
@@ -226,7 +225,6 @@ class BoundStep:
         self._keep = keep
         self._workspace = workspace
         self.max_rows = max_rows
-        self._hidden = hidden
 
     def __call__(
         self, x: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, call: DecodeCall

@@ -85,6 +85,7 @@ def resident_backend(options: dict[str, Any], keep_alive: int) -> Any | None:
     model = options.get("model")
     if model and not Path(str(model)).expanduser().exists():
         return None  # loading it here says what is wrong
+    options = {k: v for k, v in options.items() if k != "keep_alive"}  # not the answers' shape
     key = host_key(options)
     path = socket_path(key)
     hello = _hello(path)
