@@ -80,4 +80,13 @@ def _projection(module: nn.Module) -> Projection | None:
         data(narrow.bias),
         data(narrow.down),
         data(narrow.up),
+        _wide(narrow),
     )
+
+
+def _wide(narrow: Int4Linear) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """The groups' wide layout, where one was built (AVX-512 VNNI)."""
+    columns = narrow.columns
+    if columns is None or columns.low is None:
+        return None
+    return columns.w.data, columns.scale.data, columns.low.data

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from agent.errors import UserError
+from backends.engine.wide_groups import WideGroups
 
 if TYPE_CHECKING:
     from backends.engine.native.group_matmul import GroupMatmul
@@ -180,10 +181,12 @@ class Int4Linear(nn.Module):
         self.down = None if weight.down is None else nn.Parameter(weight.down, requires_grad=False)
         self.up = None if weight.up is None else nn.Parameter(weight.up, requires_grad=False)
         self.kernel = _group_kernel() if native else None
+        self.columns: WideGroups | None = None
         if self.kernel is not None:
             self.packed = nn.Parameter(self.kernel.pack(weight.q), requires_grad=False)
             self.scale = nn.Parameter(weight.scale.float().contiguous(), requires_grad=False)
             self.low = nn.Parameter(weight.low.float().contiguous(), requires_grad=False)
+            self.columns = WideGroups.of4(weight.q, weight.scale, weight.low)
             return
         # The kernel computes (q - 8) * scale + zero, so zero = low + 8 * scale: exact for Q4_x.
         scale_zero = torch.stack((weight.scale, weight.low + 8 * weight.scale), dim=-1)
@@ -215,7 +218,9 @@ class Int4Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, in] -> [T, out] in x's dtype."""
-        if self.kernel is not None:
+        if self.columns is not None:
+            out = self.columns(x.float()).to(x.dtype)
+        elif self.kernel is not None:
             out = self.kernel.q4(x.float(), self.packed, self.scale, self.low).to(x.dtype)
         else:
             out = torch.ops.aten._weight_int4pack_mm_for_cpu(
@@ -233,7 +238,10 @@ class DualLinear(nn.Module):
     over those groups computes the same product (to about 4e-5 of the output's scale: it rounds
     activations to int16) while reading an eighth of the bytes. Decode steps, a few rows each,
     are bound by reading the weights and take the 4-bit path; prompt chunks and wide batches,
-    bound by arithmetic, take float32 GEMM. Costs the 4-bit copy in memory (about 15% more).
+    bound by arithmetic, take float32 GEMM, so prompts keep float32's exactness. (Where the CPU
+    has AVX-512 VNNI the engine defaults to int4 over the same groups instead, which runs every
+    width on them: :func:`backends.engine.loader.file_weights`.) Costs the 4-bit copy in memory
+    (about 15% more).
 
     With ``wide=None`` the float copy is built from the 4-bit one on the first wide step: a
     process that only decodes (an agent's later turns, served from the prefix cache) never pays
@@ -276,6 +284,7 @@ class Int8GroupLinear(nn.Module):
         self.q = nn.Parameter(q.contiguous(), requires_grad=False)
         self.scale = nn.Parameter(scale.float().contiguous(), requires_grad=False)
         self.kernel = kernel
+        self.columns = WideGroups.of8(self.q.data, self.scale.data)
 
     @classmethod
     def exactly(cls, weight: torch.Tensor, kernel: GroupMatmul) -> Int8GroupLinear | None:
@@ -301,6 +310,8 @@ class Int8GroupLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, in] -> [T, out] in x's dtype."""
+        if self.columns is not None:
+            return self.columns(x.float()).to(x.dtype)
         return self.kernel.q8(x.float(), self.q, self.scale).to(x.dtype)
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,8 @@
  * (paged_decode.c), the output projection and residual, RMSNorm, gate|up, SiLU times up, and
  * the down projection and residual, all on buffers carved once from one workspace.
  *
- * The projections are the 4-bit groups the PyTorch path runs (Int4Linear), with their bias and
+ * The projections are the 4-bit groups the PyTorch path runs (Int4Linear, in wide_matmul.c's
+ * layout where the CPU has AVX-512 VNNI), with their bias and
  * LoRA factors (y += (x down^T) up^T) where present; the arithmetic matches it operation for
  * operation, up to the order of float sums.
  *
@@ -17,12 +18,16 @@
  * K/V pools [blocks, block_size, kv_heads, dim]; attention's tables, starts and lengths as in
  * paged_decode.c.
  */
-#include "group_matmul.c"
 #include "paged_decode.c"
+#include "wide_matmul.c"
 
 typedef struct {
     const uint8_t *packed; /* [out, cols / 32, 16] */
     const float *scale, *low; /* [out, cols / 32] */
+    /* The same groups in wide_matmul.c's layout, or NULL: [out / 16, cols / 32, 8, 16, 2], and
+     * scale, low [out / 16, cols / 32, 16]. */
+    const uint8_t *wide;
+    const float *wide_scale, *wide_low;
     const float *bias; /* [out] or NULL */
     const float *down, *up; /* LoRA [rank, cols], [out, rank], or NULL */
     int out, cols, rank;
@@ -95,12 +100,22 @@ static void rms_norm(const float *x, const float *w, float eps, int rows, int n,
     }
 }
 
+/* y [rows, out] = x [rows, cols] W^T over the 4-bit groups, in the wide layout where built. */
+static int group_product(const Projection *p, const float *x, int rows, float *y,
+                         const Buffers *b, int threads) {
+#if PAIRS
+    if (p->wide != NULL)
+        return wide_q4_matmul(x, p->wide, p->wide_scale, p->wide_low, y, b->xq, b->xs, b->xsum,
+                              rows, p->cols, p->out, threads);
+#endif
+    return q4_matmul(x, p->packed, p->scale, p->low, y, b->xq, b->xs, b->xsum, rows, p->cols,
+                     p->out, threads);
+}
+
 /* y [rows, out] = x [rows, cols] W^T (+ bias) (+ (x down^T) up^T). */
 static int project(const Projection *p, const float *x, int rows, float *y, const Buffers *b,
                    int threads) {
-    if (q4_matmul(x, p->packed, p->scale, p->low, y, b->xq, b->xs, b->xsum, rows, p->cols,
-                  p->out, threads) != 0)
-        return -1;
+    if (group_product(p, x, rows, y, b, threads) != 0) return -1;
     if (p->bias != NULL)
         for (int r = 0; r < rows; r++)
             for (int o = 0; o < p->out; o++) y[(long)r * p->out + o] += p->bias[o];

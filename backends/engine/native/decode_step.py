@@ -24,6 +24,9 @@ class _Projection(ctypes.Structure):
         ("packed", _void),
         ("scale", _void),
         ("low", _void),
+        ("wide", _void),
+        ("wide_scale", _void),
+        ("wide_low", _void),
         ("bias", _void),
         ("down", _void),
         ("up", _void),
@@ -90,6 +93,8 @@ class Projection:
     bias: torch.Tensor | None = None  # float32 [out]
     down: torch.Tensor | None = None  # LoRA float32 [rank, cols]
     up: torch.Tensor | None = None  # float32 [out, rank]
+    # The same groups as WideGroups holds them (WideMatmul.pack4 and pack_scales), or None.
+    wide: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
 
 @dataclass(slots=True)
@@ -162,10 +167,14 @@ class DecodeStepKernel:
         def projection(p: Projection) -> _Projection:
             rank = 0 if p.down is None else p.down.shape[0]
             out, groups = p.scale.shape
+            wide, wide_scale, wide_low = p.wide or (None, None, None)
             return _Projection(
                 pointer(p.packed, torch.uint8),
                 pointer(p.scale),
                 pointer(p.low),
+                pointer(wide, torch.uint8),
+                pointer(wide_scale),
+                pointer(wide_low),
                 pointer(p.bias),
                 pointer(p.down),
                 pointer(p.up),

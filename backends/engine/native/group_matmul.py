@@ -47,27 +47,27 @@ class GroupMatmul:
         self, x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, low: torch.Tensor
     ) -> torch.Tensor:
         """x [rows, cols] float32 over packed 4-bit groups -> [rows, out] float32."""
-        return self._call(self._q4, x, packed.shape[0], packed, scale, low)
+        return call_kernel(self._q4, x, packed.shape[0], packed, scale, low)
 
     def q8(self, x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """x [rows, cols] float32 over int8 groups [out, cols] -> [rows, out] float32."""
-        return self._call(self._q8, x, q.shape[0], q, scale)
+        return call_kernel(self._q8, x, q.shape[0], q, scale)
 
-    @staticmethod
-    def _call(
-        kernel: Callable[..., int], x: torch.Tensor, out: int, *weights: torch.Tensor
-    ) -> torch.Tensor:
-        """kernel(x, *weights, y, scratch..., rows, cols, out, threads) into a fresh y."""
-        x = x.contiguous()
-        rows, cols = x.shape
-        y = torch.empty((rows, out), dtype=torch.float32)
-        xq = torch.empty(rows * cols, dtype=torch.int16)
-        sums = torch.empty((2, rows * cols // GROUP), dtype=torch.float32)
-        pointers = [w.data_ptr() for w in (x, *weights, y, xq, sums[0], sums[1])]
-        status = kernel(*pointers, rows, cols, out, torch.get_num_threads())
-        if status != 0:
-            raise ValueError(f"group matmul cannot run x {tuple(x.shape)} into {out} outputs")
-        return y
+
+def call_kernel(
+    kernel: Callable[..., int], x: torch.Tensor, out: int, *weights: torch.Tensor
+) -> torch.Tensor:
+    """kernel(x, *weights, y, scratch..., rows, cols, out, threads) into a fresh y."""
+    x = x.contiguous()
+    rows, cols = x.shape
+    y = torch.empty((rows, out), dtype=torch.float32)
+    xq = torch.empty(rows * cols, dtype=torch.int16)
+    sums = torch.empty((2, rows * cols // GROUP), dtype=torch.float32)
+    pointers = [w.data_ptr() for w in (x, *weights, y, xq, sums[0], sums[1])]
+    status = kernel(*pointers, rows, cols, out, torch.get_num_threads())
+    if status != 0:
+        raise ValueError(f"group matmul cannot run x {tuple(x.shape)} into {out} outputs")
+    return y
 
 
 def _has_avx2() -> bool:
