@@ -157,7 +157,8 @@ def config_from_gguf(reader: Any) -> ModelConfig:
 class EngineSettings(BaseModel):
     """The engine's knobs, as the ``[backends.engine]`` config table (and ``agent serve``) set them.
 
-    Unset values keep the engine's defaults: float32 activations with int8 weights on CPU and
+    Unset values keep the engine's defaults: float32 activations on CPU, with a 4-bit GGUF's own
+    groups as the weights where the CPU has AVX-512 VNNI and float32 weights elsewhere, and
     bfloat16 on CUDA, a KV cache sized from free memory, 16-token blocks, prefix caching on, and
     on CPU a 1 GiB prefix cache on disk.
     """
@@ -166,7 +167,7 @@ class EngineSettings(BaseModel):
 
     device: str | None = None
     dtype: str | None = None  # float32, bfloat16 or float16 (checked where torch is loaded)
-    # Projection weights: float32, bfloat16, int8 or int4 (int8 on CPU, else the dtype, if unset).
+    # Projection weights: float32, bfloat16, int8 or int4 (unset: see loader.file_weights).
     weights: Literal["float32", "bfloat16", "int8", "int4"] | None = None
     kv_cache_bytes: int | None = Field(default=None, gt=0)
     block_size: int = Field(default=16, ge=1, le=1024)

@@ -37,9 +37,8 @@ def default_dtype(device: str) -> torch.dtype:
     return torch.float32 if device == "cpu" else torch.bfloat16
 
 
-# float32 on CPU: exact against the reference, and faster than int8/int4 for prefill and for
-# batches, which is where the agent's prompts and `agent serve` spend their time on an AVX2 CPU.
-# int8 and int4 decode one sequence faster; choose them with `weights` (see docs/engine.md).
+# float32 on CPU where nothing faster holds the same weights: exact against the reference, and
+# faster than int8/int4 for prefill and batches on a CPU without AVX-512 VNNI.
 CPU_DEFAULT_WEIGHTS = "float32"
 
 
@@ -48,6 +47,23 @@ def default_weights(device: str, dtype: torch.dtype | None) -> str:
     if dtype is not None:
         return str(dtype).removeprefix("torch.")
     return CPU_DEFAULT_WEIGHTS if device == "cpu" else "bfloat16"
+
+
+def file_weights(tensors: dict[str, Weight], storage: str) -> str:
+    """The default storage, once the file is read: ``int4`` where every projection is 4-bit
+    groups in the file and the wide group kernel runs (AVX-512 VNNI), else ``storage``.
+
+    There the groups are the weights themselves (float32 would be them dequantized), every step
+    runs faster on them than on float32 GEMM (``bench/wide_kernels.py``), and the model takes
+    about a quarter of the memory; the parity tests hold int4 to the same reference.
+    """
+    from backends.engine.quant import GroupQuantized
+    from backends.engine.wide_groups import wide_kernel
+
+    projections = [v for k, v in tensors.items() if k.endswith("_proj.weight")]
+    if storage != "float32" or not projections or wide_kernel() is None:
+        return storage
+    return "int4" if all(isinstance(v, GroupQuantized) for v in projections) else storage
 
 
 def load_model(
@@ -75,6 +91,7 @@ def load_model(
 
     path = Path(path).expanduser()
     storage = check_weights(weights or default_weights(device, dtype), device)
+    chosen = weights is not None or dtype is not None or device != "cpu"
     dtype = dtype or default_dtype(device)
     if adapter is not None and not path.is_file():
         raise UserError(f"a LoRA adapter needs a .gguf base model, not {path}")
@@ -91,6 +108,10 @@ def load_model(
         source = _read_source(path, device, dtype, storage, adapter, show_progress)
         if key is not None:
             weight_cache.store(key, source)
+    if not chosen:
+        # float32 and int4 read the same tensors (the file's groups, floats for the rest), so
+        # the choice can wait for them and the weight cache serves both.
+        storage = file_weights(dict(source.tensors), storage)
     with torch.device(device):
         model = CausalLM(source.config, dict(source.tensors), storage)
     model.eval()
