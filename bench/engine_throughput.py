@@ -1,4 +1,4 @@
-"""Output tokens/s of the bundled engine vs transformers static batches vs llama.cpp one by one.
+"""Output tokens/s of the bundled engine vs transformers static batches vs llama.cpp.
 
 The workload: N requests with random token ids (fixed seed 0), prompt lengths uniform in
 32-512, output lengths uniform in 32-256, end tokens ignored so every request generates exactly
@@ -9,10 +9,12 @@ default all of float32, bfloat16, int8 and int4). Run by hand, e.g.:
     PYTHONPATH=. python bench/engine_throughput.py            # 64 requests, takes a while on CPU
     PYTHONPATH=. python bench/engine_throughput.py --weights int8,int4 --skip transformers
 
-The peers: transformers ``generate`` in static left-padded batches (``--hf-batch-size``),
+The peers: transformers ``generate`` in static left-padded batches, at each of
+``--hf-dtypes`` and ``--hf-batch-sizes`` (the best batch size of each dtype is the peer),
 llama-cpp-python one request at a time, and llama.cpp batched (``llama-server`` with a slot per
 request; built on first use from the installed binding's vendored sources, which takes a while:
-see ``bench/llama_server_build.py``).
+see ``bench/llama_server_build.py``). The last lines give each engine choice's ratio to
+transformers at the same precision and to llama-server.
 """
 
 from __future__ import annotations
@@ -115,16 +117,15 @@ def run_engine(
     return row, statistics.fmean(engine.kv_usage)
 
 
-def run_transformers(path: Path, work: Workload, batch_size: int) -> Row:
+def run_transformers(path: Path, work: Workload, batch_size: int, dtype_name: str) -> Row:
     import torch
     from transformers import AutoModelForCausalLM
 
+    dtype = getattr(torch, dtype_name)
     if path.is_dir():
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     else:
-        model = AutoModelForCausalLM.from_pretrained(
-            path.parent, gguf_file=path.name, dtype=torch.float32
-        )
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
     model.eval()
     pad = 0
     with torch.inference_mode():
@@ -150,10 +151,10 @@ def run_transformers(path: Path, work: Workload, batch_size: int) -> Row:
             )
         seconds = time.perf_counter() - start
     return Row(
-        "transformers generate",
+        f"transformers {dtype_name}",
         seconds,
         work.output_tokens,
-        f"static batches of {batch_size}, left-padded",
+        f"generate, static batches of {batch_size}, left-padded",
     )
 
 
@@ -204,6 +205,12 @@ def run_llama_server(path: Path, work: Workload, binary: str | None) -> Row:
     command = [str(Path(binary) if binary else build()), "-m", str(path), "--port", str(port)]
     command += ["--parallel", str(parallel), "-c", str(per_slot * parallel), "-t", "2"]
     command += ["--no-webui"]
+    from backends.llamacpp import default_extra_buffers
+
+    if not default_extra_buffers():
+        # As for llama-cpp-python: on a CPU that advertises AMX, llama.cpp's AMX buffers (weight
+        # repacking) crash it in some virtual machines (seen here: a segfault at the first batch).
+        command += ["--no-repack"]
 
     async def one(client: httpx.AsyncClient, prompt: list[int], n: int) -> int:
         body = {"prompt": prompt, "n_predict": n, "temperature": 0.0, "ignore_eos": True}
@@ -253,7 +260,14 @@ def main() -> None:
     parser.add_argument("--kv-cache-bytes", type=int, default=None)
     parser.add_argument("--max-num-seqs", type=int, default=64)
     parser.add_argument("--max-num-batched-tokens", type=int, default=1024)
-    parser.add_argument("--hf-batch-size", type=int, default=16)
+    parser.add_argument(
+        "--hf-batch-sizes",
+        default="16,64",
+        help="comma-separated transformers batch sizes, each run (its best is the peer)",
+    )
+    parser.add_argument(
+        "--hf-dtypes", default="float32,bfloat16", help="comma-separated transformers dtypes"
+    )
     parser.add_argument(
         "--skip",
         action="append",
@@ -294,8 +308,14 @@ def main() -> None:
         engine_rows.append(engine_row)
         done(engine_row)
     best = max(engine_rows, key=lambda r: r.tokens_per_second)
+    best_hf: dict[str, Row] = {}
     if "transformers" not in args.skip:
-        done(run_transformers(path, work, args.hf_batch_size))
+        for dtype_name in args.hf_dtypes.split(","):
+            for size in args.hf_batch_sizes.split(","):
+                row = run_transformers(path, work, int(size), dtype_name)
+                done(row)
+                if dtype_name not in best_hf or row.seconds < best_hf[dtype_name].seconds:
+                    best_hf[dtype_name] = row
     if "llamacpp" not in args.skip and path.is_file():
         done(run_llama_cpp(path, work))
     if "llama-server" not in args.skip and path.is_file():
@@ -320,6 +340,28 @@ def main() -> None:
             f"engine {weights} KV-cache use (token slots holding tokens / held, step mean):"
             f" {usage:.1%}"
         )
+    _print_matched(console, engine_rows, best_hf, rows)
+
+
+def _print_matched(
+    console: Any, engine: list[Row], best_hf: dict[str, Row], rows: list[Row]
+) -> None:
+    """The goals' ratios: each engine choice against transformers at the same precision (its
+    best batch size), and against llama.cpp batched."""
+    server = next((r for r in rows if r.system == "llama-server"), None)
+    for row in engine:
+        weights = row.system.removeprefix("clawloop engine ")
+        parts = []
+        if weights in best_hf:
+            peer = best_hf[weights]
+            parts.append(
+                f"{row.tokens_per_second / peer.tokens_per_second:.2f}x transformers {weights}"
+                f" ({peer.note.split(', ')[1]})"
+            )
+        if server is not None and not math.isnan(server.seconds):
+            parts.append(f"{row.tokens_per_second / server.tokens_per_second:.2f}x llama-server")
+        if parts:
+            console.print(f"engine {weights}: " + ", ".join(parts))
 
 
 if __name__ == "__main__":
