@@ -22,6 +22,7 @@
 
 #define CHUNK 128
 #define MAX_ROWS 128
+#define PV_ROWS 4 /* rows whose weighted values are summed in registers at once */
 
 static int chunks_of(int length) { return (length + CHUNK - 1) / CHUNK; }
 
@@ -33,20 +34,67 @@ long paged_decode_scratch(int seqs, const int32_t *starts, const int32_t *length
     return slots * (long)heads * (dim + 2);
 }
 
+/* exp(x) for x <= 0 (scores minus their maximum), vectorizable: x = n ln2 + r with ln2 split in
+ * two (Cody and Waite), exp(r) by Cephes' expf polynomial, times 2^n; 0 below -87. */
+static inline float exp_nonpositive(float x) {
+    const float clamped = x < -87.0f ? -87.0f : x;
+    const float n = __builtin_roundf(clamped * 1.44269504089f);
+    const float r = fmaf(n, 2.12194440e-4f, fmaf(-n, 0.693359375f, clamped));
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union {
+        float f;
+        int32_t i;
+    } scale = {.i = ((int32_t)n + 127) << 23};
+    return x < -87.0f ? 0.0f : p * scale.f;
+}
+
+/* Rows first .. first + count - 1 (one token's heads over KV head g): their weighted sums of
+ * the chunk's values, written after each row's max and sum. Inlined with constant sizes. */
+static inline __attribute__((always_inline)) void weigh_values(
+    const float *weights, const float *const *values, int n, int g, const int dim,
+    const int count, float *partial, long slot_size, int first, int heads) {
+    float acc[PV_ROWS][dim];
+    for (int r = 0; r < count; r++)
+        for (int d = 0; d < dim; d++) acc[r][d] = 0.0f;
+    for (int t = 0; t < n; t++) {
+        const float *v = values[t] + (long)g * dim;
+        for (int r = 0; r < count; r++) {
+            const float weight = weights[(long)r * CHUNK + t];
+            for (int d = 0; d < dim; d++) acc[r][d] += weight * v[d];
+        }
+    }
+    for (int r = 0; r < count; r++) {
+        const int row = first + r;
+        float *slot = partial + (row / heads) * slot_size + (long)(row % heads) * (dim + 2);
+        for (int d = 0; d < dim; d++) slot[2 + d] = acc[r][d];
+    }
+}
+
 /* One chunk of one sequence: for each query row (token i, head h; row = i * heads + h), the
- * partial max, sum and unnormalized output, written to partial + i * slot_size + h * (dim + 2). */
-static void attend_chunk(const float *q, const float *k_pool, const float *v_pool,
-                         const int32_t *table, int begin, int end, int block_size, int kv_heads,
-                         int heads, int dim, int tokens, int first_position, float scale,
-                         float *partial, long slot_size) {
+ * partial max, sum and unnormalized output, written to partial + i * slot_size + h * (dim + 2).
+ * Inlined with a constant ``dim`` (64, 128) so the per-token dot products and the output rows
+ * unroll into registers. */
+static inline __attribute__((always_inline)) void attend_chunk_dim(
+    const float *q, const float *k_pool, const float *v_pool, const int32_t *table, int begin,
+    int end, int block_size, int kv_heads, int heads, const int dim, int tokens,
+    int first_position, float scale, float *partial, long slot_size) {
     static __thread float scores[CHUNK * MAX_ROWS];
+    static __thread const float *values[CHUNK];
     const int group = heads / kv_heads, rows = heads * tokens, n = end - begin;
     const long token_stride = (long)kv_heads * dim;
     const long block_stride = (long)block_size * token_stride;
     int block = begin / block_size, offset = begin % block_size;
     for (int t = 0; t < n; t++) {
         const int position = begin + t;
-        const float *key = k_pool + table[block] * block_stride + offset * token_stride;
+        const long at = table[block] * block_stride + offset * token_stride;
+        const float *key = k_pool + at;
+        values[t] = v_pool + at;
         if (++offset == block_size) {
             offset = 0;
             block++;
@@ -71,33 +119,55 @@ static void attend_chunk(const float *q, const float *k_pool, const float *v_poo
         float high = -INFINITY;
         for (int t = 0; t < n; t++) high = line[t] > high ? line[t] : high;
         float total = 0.0f;
-        for (int t = 0; t < n; t++) {
-            line[t] = high == -INFINITY ? 0.0f : expf(line[t] - high);
-            total += line[t];
+        if (high == -INFINITY) {
+            for (int t = 0; t < n; t++) line[t] = 0.0f;
+        } else {
+            for (int t = 0; t < n; t++) {
+                line[t] = exp_nonpositive(line[t] - high);
+                total += line[t];
+            }
         }
         float *slot = partial + (row / heads) * slot_size + (long)(row % heads) * (dim + 2);
         slot[0] = high;
         slot[1] = total;
-        memset(slot + 2, 0, sizeof(float) * dim);
     }
-    block = begin / block_size;
-    offset = begin % block_size;
-    for (int t = 0; t < n; t++) {
-        const float *value = v_pool + table[block] * block_stride + offset * token_stride;
-        if (++offset == block_size) {
-            offset = 0;
-            block++;
-        }
-        for (int i = 0; i < tokens; i++) {
-            float *slots = partial + i * slot_size;
-            for (int h = 0; h < heads; h++) {
-                const float weight = scores[(i * heads + h) * CHUNK + t];
-                const float *v = value + (long)(h / group) * dim;
-                float *acc = slots + (long)h * (dim + 2) + 2;
-                for (int d = 0; d < dim; d++) acc[d] += weight * v[d];
-            }
-        }
+    /* Weighted values: runs of up to PV_ROWS rows of one token that share a KV head, their
+     * sums kept in registers while the chunk's values stream past once per run. */
+    for (int first = 0; first < rows;) {
+        const int i = first / heads, g = (first % heads) / group;
+        int count = 1;
+        while (count < PV_ROWS && first + count < rows && (first + count) / heads == i &&
+               ((first + count) % heads) / group == g)
+            count++;
+#define WEIGH(c)                                                                                 \
+    weigh_values(scores + (long)first * CHUNK, values, n, g, dim, c, partial, slot_size, first, \
+                 heads)
+        if (count == 1)
+            WEIGH(1);
+        else if (count == 2)
+            WEIGH(2);
+        else if (count == 3)
+            WEIGH(3);
+        else
+            WEIGH(4);
+#undef WEIGH
+        first += count;
     }
+}
+
+static void attend_chunk(const float *q, const float *k_pool, const float *v_pool,
+                         const int32_t *table, int begin, int end, int block_size, int kv_heads,
+                         int heads, int dim, int tokens, int first_position, float scale,
+                         float *partial, long slot_size) {
+#define ATTEND(d) attend_chunk_dim(q, k_pool, v_pool, table, begin, end, block_size, kv_heads, \
+                                   heads, d, tokens, first_position, scale, partial, slot_size)
+    if (dim == 64)
+        ATTEND(64);
+    else if (dim == 128)
+        ATTEND(128);
+    else
+        ATTEND(dim);
+#undef ATTEND
 }
 
 /* Returns 0, or -1 when the shapes are outside what this kernel handles (the caller falls back). */
