@@ -4,9 +4,10 @@ A decode step of one or a few sequences runs each decoder layer's ~20 small oper
 CPU PyTorch's dispatch of them costs as much as the arithmetic. ``decode_step.c`` runs the same
 layer (the same 4-bit projections, norms, rotary tables and paged attention) in one call for
 all layers. It is used for steps that the C attention kernel takes whole (every sequence has a
-few new tokens) and that take the 4-bit path anyway (up to DUAL_MAX_ROWS rows), on models whose
-projections are all 4-bit groups under the C kernel (int4, and float32 over a 4-bit GGUF) and
-that have no q/k norms. Anything else keeps the PyTorch path.
+few new tokens) and that take the 4-bit path anyway (up to DUAL_MAX_ROWS rows, or WIDE_MAX_ROWS
+on the wide layout), on models whose projections are all 4-bit groups under the C kernel (int4,
+and float32 over a 4-bit GGUF) and that have no q/k norms. Anything else keeps the PyTorch
+path.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from typing import TYPE_CHECKING, cast
 import torch
 
 from backends.engine.quant import DUAL_MAX_ROWS, DualLinear, Int4Linear
+
+# The fused call's widest step on the wide layout: a full batch of decodes at the default
+# max_num_seqs (beyond it the per-operator cost is a small share of the step).
+WIDE_MAX_ROWS = 64
 
 if TYPE_CHECKING:
     from torch import nn
@@ -59,7 +64,17 @@ def bind_fused_step(
         scale,
     )
     rotary = model.rotary
-    return kernel.bind(shape, layers, rotary.cos, rotary.sin_signed, DUAL_MAX_ROWS)
+    return kernel.bind(shape, layers, rotary.cos, rotary.sin_signed, _max_rows(model))
+
+
+def _max_rows(model: CausalLM) -> int:
+    """The widest step the fused call takes: as wide as the PyTorch layers' 4-bit path goes
+    (float32's DualLinear: DUAL_MAX_ROWS), and up to WIDE_MAX_ROWS where every projection is
+    4-bit groups with the wide layout, which then runs every width."""
+    projections = [m for m in model.layers.modules() if isinstance(m, DualLinear | Int4Linear)]
+    if all(isinstance(m, Int4Linear) and m.columns is not None for m in projections):
+        return WIDE_MAX_ROWS
+    return DUAL_MAX_ROWS
 
 
 def _projection(module: nn.Module) -> Projection | None:
