@@ -81,14 +81,21 @@ def rotating(calls: list[Callable[[], torch.Tensor]]) -> Callable[[], torch.Tens
     return call
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def kernel_args(description: str) -> argparse.Namespace:
+    """The kernel benchmarks' options (threads, repeats, bytes of weights to cycle over), with
+    torch's threads and seed set from them."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--cache-mib", type=int, default=64, help="bytes of weights to cycle over")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    return args
+
+
+def main() -> None:
+    args = kernel_args(__doc__.splitlines()[0])
     print(f"torch {torch.__version__}, {args.threads} threads, load {os.getloadavg()}")
     print("out x in     batch  fp32 ms  bf16 ms  int8/f32  int8/bf16 (err)  int4/bf16 (err)")
     mm8, mm4 = torch.ops.aten._weight_int8pack_mm, torch.ops.aten._weight_int4pack_mm_for_cpu

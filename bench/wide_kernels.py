@@ -15,14 +15,13 @@ kernel by row count (``backends/engine/wide_groups.py``) rests on these figures.
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable
 from functools import partial
 
 import torch
 import torch.nn.functional as F
-from quant_kernels import median_ms, rotating
+from quant_kernels import kernel_args, median_ms, rotating
 
 from backends.engine.native.group_matmul import GroupMatmul
 from backends.engine.native.wide_matmul import WideMatmul
@@ -33,13 +32,7 @@ GROUP = 32
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--cache-mib", type=int, default=64, help="bytes of weights to cycle over")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    args = kernel_args(__doc__.splitlines()[0])
     narrow, wide = GroupMatmul.available(), WideMatmul.available()
     if narrow is None or wide is None:
         raise SystemExit("the wide kernel needs a CPU with AVX-512 VNNI and a C compiler")
