@@ -356,7 +356,7 @@ def _print_matched(
             peer = best_hf[weights]
             parts.append(
                 f"{row.tokens_per_second / peer.tokens_per_second:.2f}x transformers {weights}"
-                f" ({peer.note.split(', ')[1]})"
+                f" ({peer.note})"
             )
         if server is not None and not math.isnan(server.seconds):
             parts.append(f"{row.tokens_per_second / server.tokens_per_second:.2f}x llama-server")
