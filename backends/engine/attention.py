@@ -72,6 +72,9 @@ def paged_attention_reference(
 # the C kernel where it runs; longer prompt chunks to SDPA.
 NATIVE_MAX_QUERY = 8
 
+# The C kernel's query rows per sequence at most (its MAX_ROWS): new tokens times heads.
+NATIVE_MAX_ROWS = 256
+
 # Decode rows are split into at most this many groups of similar context length, each padded only
 # to its own longest context: less to gather and attend over when lengths differ widely.
 MAX_DECODE_GROUPS = 4
@@ -210,12 +213,19 @@ def plan_cpu_attention(
     native: PagedDecode | None = None,
     heads: int = 0,
     head_dim: int = 0,
+    prompts_in_kernel: bool = False,
 ) -> CpuAttentionPlan:
     """Group a step's sequences into batched decode calls plus one call per prompt chunk.
 
     With ``native`` (and the model's ``heads`` and ``head_dim``), every sequence with up to
-    NATIVE_MAX_QUERY new tokens goes to the C kernel, in one call per layer.
+    NATIVE_MAX_QUERY new tokens goes to the C kernel, in one call per layer. With
+    ``prompts_in_kernel`` too, so do prompt chunks, cut into tiles of consecutive tokens
+    (:func:`prompt_tiles`): then the kernel takes every token of the step.
     """
+    if native is not None and prompts_in_kernel and heads > 0:
+        query_lens, context_lens, block_tables = prompt_tiles(
+            query_lens, context_lens, block_tables, NATIVE_MAX_ROWS // heads
+        )
     plan = CpuAttentionPlan(scale=scale)
     starts = [0]
     for n in query_lens:
@@ -224,8 +234,10 @@ def plan_cpu_attention(
     every_token = len(decodes) == len(query_lens)
     short: list[int] = []
     if native is not None:
-        # The kernel holds at most 128 query rows per sequence: new tokens times heads.
-        limit = min(NATIVE_MAX_QUERY, 128 // max(heads, 1))
+        # The kernel holds at most NATIVE_MAX_ROWS query rows per sequence: tokens times heads.
+        limit = max(min(NATIVE_MAX_QUERY, NATIVE_MAX_ROWS // max(heads, 1)), 1)
+        if prompts_in_kernel:
+            limit = max(NATIVE_MAX_ROWS // max(heads, 1), 1)
         short = [i for i, n in enumerate(query_lens) if 1 <= n <= limit]
     in_kernel = set(short)
     if native is not None and short:
@@ -282,3 +294,30 @@ def _split(decodes: list[int], context_lens: list[int]) -> list[list[int]]:
     ordered = sorted(decodes, key=lambda i: context_lens[i])
     size = -(-len(ordered) // count)
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+
+
+def prompt_tiles(
+    query_lens: list[int], context_lens: list[int], block_tables: list[list[int]], tile: int
+) -> tuple[list[int], list[int], list[list[int]]]:
+    """The step's sequences with each run of more than ``tile`` new tokens cut into tiles of up
+    to ``tile`` consecutive tokens, each a sequence of its own: the same block table, its context
+    ending at the tile's last token. Token order is unchanged, and so is every token's attention
+    (the kernel reads the same keys in the same chunks for a token alone or in a tile)."""
+    if all(n <= tile for n in query_lens):
+        return query_lens, context_lens, block_tables
+    lens: list[int] = []
+    contexts: list[int] = []
+    tables: list[list[int]] = []
+    for new, context, table in zip(query_lens, context_lens, block_tables, strict=True):
+        if new <= tile:
+            lens.append(new)
+            contexts.append(context)
+            tables.append(table)
+            continue
+        first = context - new
+        for start in range(0, new, tile):
+            end = min(new, start + tile)
+            lens.append(end - start)
+            contexts.append(first + end)
+            tables.append(table)
+    return lens, contexts, tables

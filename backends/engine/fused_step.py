@@ -18,9 +18,9 @@ import torch
 
 from backends.engine.quant import DUAL_MAX_ROWS, DualLinear, Int4Linear
 
-# The fused call's widest step on the wide layout: a full batch of decodes at the default
-# max_num_seqs (beyond it the per-operator cost is a small share of the step).
-WIDE_MAX_ROWS = 64
+# The fused call's widest step on the wide layout: any step the scheduler makes (prompt chunks
+# too, their attention in the same kernel in tiles); its workspace grows to the widest seen.
+WIDE_MAX_ROWS = 1 << 16
 
 if TYPE_CHECKING:
     from torch import nn

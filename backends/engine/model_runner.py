@@ -206,6 +206,7 @@ class ModelRunner:
                 native=self._native,
                 heads=self.config.num_heads,
                 head_dim=self.config.head_dim,
+                prompts_in_kernel=self._fused is not None and self._fused.takes_prompts,
             )
             call = plan.native_only()
             if self._fused is not None and call is not None and len(ids) <= self._fused.max_rows:

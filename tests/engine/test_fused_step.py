@@ -2,7 +2,8 @@
 
 On the bundled model, with and without the shipped LoRA adapter, float32 (decode on the 4-bit
 copy) and int4: the same logits to float rounding and the same greedy tokens, for single
-decodes, several sequences at once, and short runs of forced tokens.
+decodes, several sequences at once, and short runs of forced tokens; and on the wide layout,
+prompt chunks too, their attention in tiles.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ pytest.importorskip("gguf")
 
 from backends.default_model import SHIPPED_ADAPTER, default_model_path  # noqa: E402
 from backends.engine.model_runner import ModelRunner  # noqa: E402
+from backends.engine.quant import DualLinear, Int4Linear  # noqa: E402
 from tests.engine.test_model_runner import BLOCK, Driver, prompt, recorded_logits  # noqa: E402
 
 
@@ -52,6 +54,7 @@ def counting(runner: ModelRunner) -> Iterator[list[int]]:
 
     class Counting:
         max_rows = fused.max_rows
+        takes_prompts = fused.takes_prompts
 
         def __call__(self, *args: Any) -> bool:
             done = fused(*args)
@@ -90,10 +93,13 @@ def run_plan(runner: ModelRunner, fused: bool) -> tuple[list[list[int]], list[An
 )
 def test_fused_step_matches_the_pytorch_layers(weights: str, adapter: bool) -> None:
     runner = make_runner(weights, adapter)
+    assert runner._fused is not None
+    takes_prompts = runner._fused.takes_prompts
     with counting(runner) as calls:
         fused_tokens, fused_logits = run_plan(runner, fused=True)
-    # the prefill step is not the kernel's; every step after it is, and ran there
-    assert calls == [1] * 13
+    # every step after the prefill is the kernel's, and ran there; the prefill too on the wide
+    # layout (int4 on AVX-512 VNNI)
+    assert calls == [1] * (14 if takes_prompts else 13)
     plain_tokens, plain_logits = run_plan(runner, fused=False)
     assert fused_tokens == plain_tokens
     # The same kernels and operations; the order of float sums differs, which moves some of the
@@ -103,12 +109,54 @@ def test_fused_step_matches_the_pytorch_layers(weights: str, adapter: bool) -> N
     runner.close()
 
 
-def test_a_prompt_chunk_takes_the_pytorch_layers() -> None:
-    runner = make_runner("int4", adapter=False)
+@pytest.mark.parametrize("weights", ["float32", "int4"])
+def test_a_prompt_chunk_takes_the_fused_step_only_on_the_wide_layout(weights: str) -> None:
+    runner = make_runner(weights, adapter=False)
+    assert runner._fused is not None
+    wide = all(
+        m.columns is not None for m in runner.model.modules() if isinstance(m, Int4Linear)
+    ) and not any(isinstance(m, DualLinear) for m in runner.model.modules())
+    assert runner._fused.takes_prompts == wide
     driver = Driver(runner)
     driver.add(0, prompt(runner, "Name three colours."))
     with counting(runner) as calls:
         driver.step({0: len(driver.seqs[0].tokens)})
         driver.step({0: 1})
-    assert calls == [1]
+    assert calls == ([1, 1] if wide else [1])
+    runner.close()
+
+
+def test_a_long_prompt_in_tiles_matches_the_pytorch_layers() -> None:
+    """A prompt of many tiles, in two chunks (the second over a cached first), beside a decode:
+    the fused step (attention in the C kernel, tile by tile) against the PyTorch layers (SDPA)."""
+    runner = make_runner("int4", adapter=False)
+    assert runner._fused is not None
+    if not runner._fused.takes_prompts:
+        pytest.skip("no wide layout here (AVX-512 VNNI): prompt chunks take the PyTorch layers")
+    text = " ".join(f"Item {i} of the list is the word number {i}." for i in range(30))
+
+    def run(fused: bool) -> tuple[list[list[int]], list[Any]]:
+        driver = Driver(runner)
+        driver.add(0, prompt(runner, text))
+        driver.add(1, prompt(runner, "Say hello."))
+        first = len(driver.seqs[0].tokens)
+        with contextlib.ExitStack() as stack:
+            seen = stack.enter_context(recorded_logits(runner))
+            if not fused:
+                stack.enter_context(fused_off(runner))
+            driver.step({1: len(driver.seqs[1].tokens)})
+            driver.step({0: first // 2, 1: 1})
+            driver.step({0: first - first // 2, 1: 1})
+            for _ in range(4):
+                driver.step({0: 1, 1: 1})
+        return [driver.seqs[i].tokens for i in range(2)], seen
+
+    assert len(prompt(runner, text)) > 300  # many tiles of 28 tokens in each chunk
+    with counting(runner) as calls:
+        fused_tokens, fused_logits = run(fused=True)
+    assert calls == [1] * 7
+    plain_tokens, plain_logits = run(fused=False)
+    assert fused_tokens == plain_tokens
+    for fused_step, plain_step in zip(fused_logits, plain_logits, strict=True):
+        torch.testing.assert_close(fused_step, plain_step, atol=2e-2, rtol=0)
     runner.close()

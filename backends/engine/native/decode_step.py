@@ -17,6 +17,9 @@ from backends.engine.native.group_matmul import GroupMatmul
 from backends.engine.native.paged_decode import DecodeCall
 
 _void = ctypes.c_void_p
+WORKSPACE_ROWS = 64
+# A fused step bound for at least this many rows takes prompt chunks as well.
+PROMPT_ROWS = 4096
 
 
 class _Projection(ctypes.Structure):
@@ -211,9 +214,11 @@ class DecodeStepKernel:
             shape.eps,
             shape.scale,
         )
-        size = int(self._workspace(ctypes.byref(model), max_rows))
-        workspace = torch.empty(size, dtype=torch.uint8)
-        return BoundStep(self, model, array, keep, workspace, max_rows)
+        return BoundStep(self, model, array, keep, max_rows)
+
+    def workspace_bytes(self, model: _Model, rows: int) -> int:
+        """Bytes of workspace a step of ``rows`` rows needs."""
+        return int(self._workspace(ctypes.byref(model), rows))
 
 
 class BoundStep:
@@ -225,15 +230,27 @@ class BoundStep:
         model: _Model,
         layers: ctypes.Array[_Layer],
         keep: list[torch.Tensor],
-        workspace: torch.Tensor,
         max_rows: int,
     ) -> None:
         self._kernel = kernel
         self._model = model
         self._layers = layers  # the structs model.layers points into
         self._keep = keep
-        self._workspace = workspace
         self.max_rows = max_rows
+        # Whether prompt chunks come here too (their attention tiled in the same kernel): where
+        # any step fits, rather than only short ones.
+        self.takes_prompts = max_rows >= PROMPT_ROWS
+        # Sized for the widest step so far, in steps of WORKSPACE_ROWS rows: a decode batch
+        # needs little, a prompt chunk of 2,048 tokens about 70 MB.
+        self._workspace = torch.empty(0, dtype=torch.uint8)
+        self._rows = 0
+
+    def _workspace_for(self, rows: int) -> torch.Tensor:
+        if rows > self._rows:
+            self._rows = -(-rows // WORKSPACE_ROWS) * WORKSPACE_ROWS
+            size = self._kernel.workspace_bytes(self._model, self._rows)
+            self._workspace = torch.empty(size, dtype=torch.uint8)
+        return self._workspace
 
     def __call__(
         self, x: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, call: DecodeCall
@@ -260,7 +277,7 @@ class BoundStep:
             positions.data_ptr(),
             slots.data_ptr(),
             ctypes.byref(attention),
-            self._workspace.data_ptr(),
+            self._workspace_for(rows).data_ptr(),
             torch.get_num_threads(),
         )
         return status == 0

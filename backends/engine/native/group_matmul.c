@@ -36,25 +36,36 @@ static void quantize_rows(const float *x, int rows, int cols, int16_t *xq, float
     const int groups = cols / GROUP;
     for (long g = 0; g < (long)rows * groups; g++) {
         const float *v = x + g * GROUP;
+        int16_t *first = xq + g * GROUP, *second = first + 16;
+        if (paired) {
+            first = xq + g / 2 * 2 * GROUP + g % 2 * 16;
+            second = first + 32;
+        }
+#ifdef __AVX512F__
+        /* The same rounding as below (lrintf and cvtps both round to nearest even). */
+        const __m512 a = _mm512_loadu_ps(v), b = _mm512_loadu_ps(v + 16);
+        const float high = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+        const float total = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+        const float inverse = high > 0.0f ? 32767.0f / high : 0.0f;
+        const __m512 factor = _mm512_set1_ps(inverse);
+        _mm256_storeu_si256((__m256i *)first,
+                            _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(a, factor))));
+        _mm256_storeu_si256((__m256i *)second,
+                            _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(b, factor))));
+#else
         float high = 0.0f, total = 0.0f;
         for (int i = 0; i < GROUP; i++) {
             const float a = fabsf(v[i]);
             high = a > high ? a : high;
             total += v[i];
         }
-        const float scale = high / 32767.0f;
         const float inverse = high > 0.0f ? 32767.0f / high : 0.0f;
-        int16_t *target = xq + g * GROUP;
-        if (paired) {
-            const long pair = g / 2 * 2 * GROUP, second = g % 2 * 16;
-            for (int i = 0; i < 16; i++) {
-                xq[pair + second + i] = (int16_t)lrintf(v[i] * inverse);
-                xq[pair + 32 + second + i] = (int16_t)lrintf(v[16 + i] * inverse);
-            }
-        } else {
-            for (int i = 0; i < GROUP; i++) target[i] = (int16_t)lrintf(v[i] * inverse);
+        for (int i = 0; i < 16; i++) {
+            first[i] = (int16_t)lrintf(v[i] * inverse);
+            second[i] = (int16_t)lrintf(v[16 + i] * inverse);
         }
-        xs[g] = scale;
+#endif
+        xs[g] = high / 32767.0f;
         xsum[g] = total;
     }
 }

@@ -16,13 +16,17 @@
  *                 least the sequence's new tokens
  *   scratch       floats, at least paged_decode_scratch(...) of them
  */
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #define CHUNK 128
-#define MAX_ROWS 128
+#define MAX_ROWS 256
 #define PV_ROWS 4 /* rows whose weighted values are summed in registers at once */
+#define PROMPT_TOKENS 4 /* from this many new tokens, scores run along the keys */
+#define SCORE_KEYS 64 /* keys whose scores one row keeps in registers */
+#define MAX_DIM 128
 
 static int chunks_of(int length) { return (length + CHUNK - 1) / CHUNK; }
 
@@ -54,6 +58,19 @@ static inline float exp_nonpositive(float x) {
     return x < -87.0f ? 0.0f : p * scale.f;
 }
 
+/* max(line[0 .. n - 1]), -inf for none: in 16 lanes, so it runs in vectors. */
+static inline float line_max(const float *line, int n) {
+    float lanes[16];
+    for (int l = 0; l < 16; l++) lanes[l] = -INFINITY;
+    int t = 0;
+    for (; t + 16 <= n; t += 16)
+        for (int l = 0; l < 16; l++) lanes[l] = line[t + l] > lanes[l] ? line[t + l] : lanes[l];
+    for (; t < n; t++) lanes[0] = line[t] > lanes[0] ? line[t] : lanes[0];
+    float high = -INFINITY;
+    for (int l = 0; l < 16; l++) high = lanes[l] > high ? lanes[l] : high;
+    return high;
+}
+
 /* Rows first .. first + count - 1 (one token's heads over KV head g): their weighted sums of
  * the chunk's values, written after each row's max and sum. Inlined with constant sizes. */
 static inline __attribute__((always_inline)) void weigh_values(
@@ -76,6 +93,95 @@ static inline __attribute__((always_inline)) void weigh_values(
     }
 }
 
+/* Rows first .. first + count - 1 (heads of one token sharing one KV head): their scores over
+ * the chunk's keys, transposed in kt [dim][CHUNK], 64 keys at a time in registers. */
+static inline __attribute__((always_inline)) void score_rows(const float *query, const float *kt,
+                                                             int padded, const int dim,
+                                                             const int count, float scale,
+                                                             float *line) {
+#ifdef __AVX512F__
+    for (int tb = 0; tb < padded; tb += SCORE_KEYS) {
+        __m512 acc[PV_ROWS][4];
+        for (int r = 0; r < count; r++)
+            for (int j = 0; j < 4; j++) acc[r][j] = _mm512_setzero_ps();
+        for (int d = 0; d < dim; d++) {
+            const float *k = kt + (long)d * CHUNK + tb;
+            const __m512 k0 = _mm512_load_ps(k), k1 = _mm512_load_ps(k + 16);
+            const __m512 k2 = _mm512_load_ps(k + 32), k3 = _mm512_load_ps(k + 48);
+            for (int r = 0; r < count; r++) {
+                const __m512 qd = _mm512_set1_ps(query[(long)r * dim + d]);
+                acc[r][0] = _mm512_fmadd_ps(qd, k0, acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(qd, k1, acc[r][1]);
+                acc[r][2] = _mm512_fmadd_ps(qd, k2, acc[r][2]);
+                acc[r][3] = _mm512_fmadd_ps(qd, k3, acc[r][3]);
+            }
+        }
+        const __m512 factor = _mm512_set1_ps(scale);
+        for (int r = 0; r < count; r++)
+            for (int j = 0; j < 4; j++)
+                _mm512_storeu_ps(line + (long)r * CHUNK + tb + 16 * j,
+                                 _mm512_mul_ps(acc[r][j], factor));
+    }
+#else
+    for (int tb = 0; tb < padded; tb += SCORE_KEYS) {
+        float acc[PV_ROWS][SCORE_KEYS];
+        for (int r = 0; r < count; r++)
+            for (int l = 0; l < SCORE_KEYS; l++) acc[r][l] = 0.0f;
+        for (int d = 0; d < dim; d++) {
+            const float *k = kt + (long)d * CHUNK + tb;
+            for (int r = 0; r < count; r++) {
+                const float qd = query[(long)r * dim + d];
+                for (int l = 0; l < SCORE_KEYS; l++) acc[r][l] += qd * k[l];
+            }
+        }
+        for (int r = 0; r < count; r++)
+            for (int l = 0; l < SCORE_KEYS; l++) line[(long)r * CHUNK + tb + l] = acc[r][l] * scale;
+    }
+#endif
+}
+
+/* Scores of a run of several new tokens (a prompt's tile): each KV head's keys transposed once,
+ * so every query row's dot products run along the keys, with no horizontal sums. */
+static inline __attribute__((always_inline)) void prompt_scores(
+    const float *q, const float *const *keys, int n, int kv_heads, int heads, const int dim,
+    int tokens, int begin, int first_position, float scale, float *scores) {
+    static __thread float kt[MAX_DIM * CHUNK] __attribute__((aligned(64)));
+    const int group = heads / kv_heads;
+    const int padded = (n + SCORE_KEYS - 1) / SCORE_KEYS * SCORE_KEYS; /* <= CHUNK */
+    for (int g = 0; g < kv_heads; g++) {
+        for (int t = 0; t < padded; t++) {
+            const float *k = t < n ? keys[t] + (long)g * dim : NULL;
+            for (int d = 0; d < dim; d++) kt[(long)d * CHUNK + t] = k ? k[d] : 0.0f;
+        }
+        for (int i = 0; i < tokens; i++) {
+            for (int h = g * group; h < (g + 1) * group;) {
+                const int count = (g + 1) * group - h < PV_ROWS ? (g + 1) * group - h : PV_ROWS;
+                const float *query = q + ((long)i * heads + h) * dim;
+                float *line = scores + ((long)i * heads + h) * CHUNK;
+#define SCORE(c) score_rows(query, kt, padded, dim, c, scale, line)
+                if (count == 1)
+                    SCORE(1);
+                else if (count == 2)
+                    SCORE(2);
+                else if (count == 3)
+                    SCORE(3);
+                else
+                    SCORE(4);
+#undef SCORE
+                h += count;
+            }
+        }
+    }
+    /* Keys past each token's position (later tokens of the tile) are masked out. */
+    for (int i = 0; i < tokens; i++) {
+        const int visible = first_position + i - begin + 1;
+        for (int h = 0; h < heads; h++) {
+            float *line = scores + ((long)i * heads + h) * CHUNK;
+            for (int t = visible < 0 ? 0 : visible; t < n; t++) line[t] = -INFINITY;
+        }
+    }
+}
+
 /* One chunk of one sequence: for each query row (token i, head h; row = i * heads + h), the
  * partial max, sum and unnormalized output, written to partial + i * slot_size + h * (dim + 2).
  * Inlined with a constant ``dim`` (64, 128) so the per-token dot products and the output rows
@@ -90,34 +196,42 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
     const long token_stride = (long)kv_heads * dim;
     const long block_stride = (long)block_size * token_stride;
     int block = begin / block_size, offset = begin % block_size;
+    static __thread const float *keys[CHUNK];
     for (int t = 0; t < n; t++) {
-        const int position = begin + t;
         const long at = table[block] * block_stride + offset * token_stride;
-        const float *key = k_pool + at;
+        keys[t] = k_pool + at;
         values[t] = v_pool + at;
         if (++offset == block_size) {
             offset = 0;
             block++;
         }
-        for (int i = 0; i < tokens; i++) {
-            float *score = scores + (long)i * heads * CHUNK + t;
-            if (position > first_position + i) {
-                for (int h = 0; h < heads; h++) score[h * CHUNK] = -INFINITY;
-                continue;
-            }
-            const float *query = q + (long)i * heads * dim;
-            for (int h = 0; h < heads; h++) {
-                const float *k = key + (long)(h / group) * dim, *qh = query + (long)h * dim;
-                float dot = 0.0f;
-                for (int d = 0; d < dim; d++) dot += qh[d] * k[d];
-                score[h * CHUNK] = dot * scale;
+    }
+    if (tokens >= PROMPT_TOKENS && dim <= MAX_DIM) {
+        prompt_scores(q, keys, n, kv_heads, heads, dim, tokens, begin, first_position, scale,
+                      scores);
+    } else {
+        for (int t = 0; t < n; t++) {
+            const int position = begin + t;
+            const float *key = keys[t];
+            for (int i = 0; i < tokens; i++) {
+                float *score = scores + (long)i * heads * CHUNK + t;
+                if (position > first_position + i) {
+                    for (int h = 0; h < heads; h++) score[h * CHUNK] = -INFINITY;
+                    continue;
+                }
+                const float *query = q + (long)i * heads * dim;
+                for (int h = 0; h < heads; h++) {
+                    const float *k = key + (long)(h / group) * dim, *qh = query + (long)h * dim;
+                    float dot = 0.0f;
+                    for (int d = 0; d < dim; d++) dot += qh[d] * k[d];
+                    score[h * CHUNK] = dot * scale;
+                }
             }
         }
     }
     for (int row = 0; row < rows; row++) {
         float *line = scores + row * CHUNK;
-        float high = -INFINITY;
-        for (int t = 0; t < n; t++) high = line[t] > high ? line[t] : high;
+        const float high = line_max(line, n);
         float total = 0.0f;
         if (high == -INFINITY) {
             for (int t = 0; t < n; t++) line[t] = 0.0f;
