@@ -76,6 +76,34 @@ static inline float line_max(const float *line, int n) {
 static inline __attribute__((always_inline)) void weigh_values(
     const float *weights, const float *const *values, int n, int g, const int dim,
     const int count, float *partial, long slot_size, int first, int heads) {
+#ifdef __AVX512F__
+    if (dim % 64 == 0) {
+        /* 64 dimensions at a time, four registers per row (compilers spill the array form). */
+        for (int d0 = 0; d0 < dim; d0 += 64) {
+            __m512 acc[PV_ROWS][4];
+            for (int r = 0; r < count; r++)
+                for (int j = 0; j < 4; j++) acc[r][j] = _mm512_setzero_ps();
+            for (int t = 0; t < n; t++) {
+                const float *v = values[t] + (long)g * dim + d0;
+                const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+                const __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
+                for (int r = 0; r < count; r++) {
+                    const __m512 w = _mm512_set1_ps(weights[(long)r * CHUNK + t]);
+                    acc[r][0] = _mm512_fmadd_ps(w, v0, acc[r][0]);
+                    acc[r][1] = _mm512_fmadd_ps(w, v1, acc[r][1]);
+                    acc[r][2] = _mm512_fmadd_ps(w, v2, acc[r][2]);
+                    acc[r][3] = _mm512_fmadd_ps(w, v3, acc[r][3]);
+                }
+            }
+            for (int r = 0; r < count; r++) {
+                const int row = first + r;
+                float *slot = partial + (row / heads) * slot_size + (long)(row % heads) * (dim + 2);
+                for (int j = 0; j < 4; j++) _mm512_storeu_ps(slot + 2 + d0 + 16 * j, acc[r][j]);
+            }
+        }
+        return;
+    }
+#endif
     float acc[PV_ROWS][dim];
     for (int r = 0; r < count; r++)
         for (int d = 0; d < dim; d++) acc[r][d] = 0.0f;
