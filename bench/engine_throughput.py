@@ -111,7 +111,7 @@ def run_engine(
     if produced != work.output_lens:
         raise SystemExit(f"engine produced {produced}, expected {work.output_lens}")
     note = f"{engine.num_steps} steps, {engine.num_preemptions} preemptions"
-    note += f", {runner.num_blocks} blocks of {runner.block_size}, {runner.dtype}"
+    note += f", {runner.num_blocks} blocks of {runner.block_size}, KV {runner.kv_dtype}"
     runner.close()
     row = Row(f"clawloop engine {runner.weights}", seconds, work.output_tokens, note)
     return row, statistics.fmean(engine.kv_usage)

@@ -165,8 +165,9 @@ class CpuAttentionPlan:
             group.v_buffer = torch.empty(shape, dtype=v_cache.dtype, device=v_cache.device)
         torch.index_select(k_cache, 0, group.blocks, out=group.k_buffer)
         torch.index_select(v_cache, 0, group.blocks, out=group.v_buffer)
-        keys = group.k_buffer.view(seqs, -1, kv_heads, head_dim).transpose(1, 2)
-        values = group.v_buffer.view(seqs, -1, kv_heads, head_dim).transpose(1, 2)
+        # a float16 cache beside float32 queries is widened here (the C kernel widens in place)
+        keys = group.k_buffer.view(seqs, -1, kv_heads, head_dim).transpose(1, 2).to(q.dtype)
+        values = group.v_buffer.view(seqs, -1, kv_heads, head_dim).transpose(1, 2).to(q.dtype)
         # [seqs, kv_heads, heads per kv head, dim]: GQA as plain attention with several query rows.
         grouped = q.view(seqs, kv_heads, heads // kv_heads, head_dim)
         out = F.scaled_dot_product_attention(
@@ -186,10 +187,12 @@ class CpuAttentionPlan:
         kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
         if span.blocks is None:
             keys, values = k[span.start : span.end], v[span.start : span.end]
+            if k_cache.dtype != q.dtype:  # as stored: what later steps read
+                keys, values = (t.to(k_cache.dtype).to(q.dtype) for t in (keys, values))
         else:
             keys = k_cache.index_select(0, span.blocks).view(-1, kv_heads, head_dim)
             values = v_cache.index_select(0, span.blocks).view(-1, kv_heads, head_dim)
-            keys, values = keys[: span.context], values[: span.context]
+            keys, values = keys[: span.context].to(q.dtype), values[: span.context].to(q.dtype)
         result = F.scaled_dot_product_attention(
             q[span.start : span.end].transpose(0, 1).unsqueeze(0),
             keys.transpose(0, 1).unsqueeze(0),

@@ -28,7 +28,7 @@ ENGINE_INSTALL_HINT = "pip install 'clawloop[engine]'"
 DEFAULT_TEMPERATURE = 0.0
 DEFAULT_MAX_TOKENS = 1024
 
-# (model, device, dtype, weights, adapter) -> the engine loaded for them
+# (model, device, dtype, weights, KV dtype, adapter) -> the engine loaded for them
 _engines: dict[tuple[str, ...], LoadedEngine] = {}
 _engines_lock = threading.Lock()
 
@@ -108,9 +108,9 @@ def load_engine(
 ) -> LoadedEngine:
     """The shared engine for ``model`` (default: the bundled GGUF) with ``options`` as settings.
 
-    One engine per (model, device, dtype, weights) per process: the first call loads the model
-    and sizes its KV cache; later calls reuse it. ``options`` are :class:`EngineSettings` keys
-    (others are ignored).
+    One engine per (model, device, dtype, weights, KV dtype) per process: the first call loads
+    the model and sizes its KV cache; later calls reuse it. ``options`` are
+    :class:`EngineSettings` keys (others are ignored).
     ``adapter`` is a GGUF LoRA file, merged into the weights at load: unset, the shipped
     adapter for the bundled model (if the package holds one); "none", no adapter.
     """
@@ -136,6 +136,7 @@ def load_engine(
         settings.device,
         str(weights),
         settings.weights or "",
+        settings.kv_dtype or "",
         str(lora or ""),
     )
     with _engines_lock:
@@ -181,6 +182,8 @@ def _dtype(torch: Any, name: str | None) -> Any:
 def _load_engine(
     path: Path, settings: EngineSettings, dtype: Any = None, adapter: Path | None = None
 ) -> tuple[LLMEngine, Any]:
+    import torch
+
     from backends.engine.constraint import ConstraintFactory
     from backends.engine.model_runner import ModelRunner
 
@@ -193,6 +196,7 @@ def _load_engine(
         adapter=adapter,
         weights=settings.weights,
         weight_cache=settings.weight_cache,
+        kv_dtype=getattr(torch, settings.kv_dtype) if settings.kv_dtype else None,
     )
     constraints = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
     disk = None

@@ -2,10 +2,10 @@
 
 Each file holds one full block's keys and values for every layer, named by the block's chained
 hash (the block manager's) in a folder named by a digest of everything the values depend on:
-the model file, the adapter, the weight storage, the KV dtype, the block size, the torch version
-and the file format. A file carries that digest, its hash, its tokens, its length and a CRC of
-its values; one that disagrees on any of them (truncated, corrupt, written for another model) is
-deleted and read as a miss, never as data.
+the model file, the adapter, the weight storage, the KV and activation dtypes, the block size,
+the torch version and the file format. A file carries that digest, its hash, its tokens, its
+length and a CRC of its values; one that disagrees on any of them (truncated, corrupt, written
+for another model) is deleted and read as a miss, never as data.
 
 Reads happen on the step thread when a sequence is admitted (a hit costs a file read instead of
 a prefill). Writes go through one writer thread: the step thread only copies the blocks out of
@@ -71,14 +71,15 @@ def open_disk_cache(
         "model": file_identity(model),
         "adapter": file_identity(adapter),
         "weights": runner.weights,
-        "kv_dtype": str(runner.dtype),
+        "kv_dtype": str(runner.kv_dtype),
+        "activations": str(runner.dtype),
         "block_size": runner.block_size,
         "shape": f"{config.num_layers}x{config.num_kv_heads}x{config.head_dim}",
         "device": str(runner.device).split(":")[0],
         "torch": torch.__version__,
         "hash": HASH_NAME,
     }
-    block_bytes = runner.block_size * config.kv_bytes_per_token(runner.dtype.itemsize)
+    block_bytes = runner.block_size * config.kv_bytes_per_token(runner.kv_dtype.itemsize)
     key = "\n".join(f"{name}={value}" for name, value in parts.items())
     return DiskKVCache(
         directory or default_directory(), key, runner.block_size, block_bytes, max_bytes

@@ -39,7 +39,7 @@ def bind_fused_step(
     config = model.config
     if model.dtype != torch.float32 or config.qk_norm:
         return None
-    if any(k.dtype != torch.float32 for k, _ in kv_caches):
+    if any(k.dtype not in (torch.float32, torch.float16) for k, _ in kv_caches):
         return None
     layers = []
     for module, (k_pool, v_pool) in zip(model.layers, kv_caches, strict=True):

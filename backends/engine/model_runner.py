@@ -47,11 +47,13 @@ class ModelRunner:
         weight_cache: bool = False,
         native_attention: bool = True,
         fused_step: bool = True,
+        kv_dtype: torch.dtype | None = None,
     ) -> None:
         """``native_attention``: decode attention in the C kernel over the block pool (CPU,
         float32; built on first use, and the PyTorch path where it cannot be). ``fused_step``:
         short steps run every layer in one C call where the model allows it
-        (:mod:`backends.engine.fused_step`).
+        (:mod:`backends.engine.fused_step`). ``kv_dtype``: the KV cache's dtype; unset, see
+        :func:`default_kv_dtype`.
 
         On CPU every tensor operation of the runner, loading included, runs on one compute
         thread (:mod:`backends.engine.compute_thread`), whichever thread calls it."""
@@ -80,6 +82,7 @@ class ModelRunner:
             weight_cache,
             native_attention,
             fused_step,
+            kv_dtype,
         )
 
     def _on_compute(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -98,6 +101,7 @@ class ModelRunner:
         weight_cache: bool,
         native_attention: bool,
         fused_step: bool,
+        kv_dtype: torch.dtype | None,
     ) -> None:
         import torch
 
@@ -115,10 +119,26 @@ class ModelRunner:
         self.tokenizer: EngineTokenizer = loaded.tokenizer
         self.device = device
         self.block_size = block_size
-        self.dtype = self.model.dtype  # activations and KV cache
+        self.dtype = self.model.dtype  # activations
         self.weights = self.model.storage
+        native = None
+        if native_attention and device == "cpu" and self.dtype == torch.float32:
+            from backends.engine.native.paged_decode import PagedDecode
+
+            native = PagedDecode.available()
+        self.kv_dtype = kv_dtype or default_kv_dtype(
+            self.dtype, self.weights, native is not None and native.half
+        )
+        if self.kv_dtype not in (self.dtype, torch.float16) or (
+            self.kv_dtype != self.dtype and (native is None or not native.half)
+        ):
+            raise UserError(
+                f"a {str(self.kv_dtype).removeprefix('torch.')} KV cache needs "
+                f"{str(self.dtype).removeprefix('torch.')} activations, or float16 beside "
+                "float32 ones on a CPU with F16C: unset kv_dtype for the default"
+            )
         self.scale = self.config.head_dim**-0.5
-        per_block = block_size * self.config.kv_bytes_per_token(self.dtype.itemsize)
+        per_block = block_size * self.config.kv_bytes_per_token(self.kv_dtype.itemsize)
         budget = kv_cache_bytes if kv_cache_bytes is not None else self._default_kv_bytes()
         self.num_blocks = max(1, budget // per_block)
         cuda = device.startswith("cuda")
@@ -132,17 +152,13 @@ class ModelRunner:
         make = torch.empty if lazy else torch.zeros
         self.kv_caches = [
             (
-                make(shape, dtype=self.dtype, device=device),
-                make(shape, dtype=self.dtype, device=device),
+                make(shape, dtype=self.kv_dtype, device=device),
+                make(shape, dtype=self.kv_dtype, device=device),
             )
             for _ in range(self.config.num_layers)
         ]
         self._sample = _load_sampler()
-        self._native = None
-        if native_attention and device == "cpu" and self.dtype == torch.float32:
-            from backends.engine.native.paged_decode import PagedDecode
-
-            self._native = PagedDecode.available()
+        self._native = native
         self._fused = None
         if self._native is not None and fused_step:
             from backends.engine.fused_step import bind_fused_step
@@ -249,6 +265,17 @@ class ModelRunner:
             import torch
 
             torch.cuda.empty_cache()
+
+
+def default_kv_dtype(activations: torch.dtype, weights: str, half_kernel: bool) -> torch.dtype:
+    """The KV cache's dtype by default: float16 for 4-bit and 8-bit weights on the CPU where the
+    C attention kernel reads it (as llama.cpp keeps its cache), which halves the bytes that
+    decode attention reads, its cost at long contexts; else the activations' dtype."""
+    import torch
+
+    if activations == torch.float32 and weights in ("int4", "int8") and half_kernel:
+        return torch.float16
+    return activations
 
 
 class StoreThenAttend:

@@ -95,6 +95,7 @@ def test_the_key_pins_model_adapter_weights_and_dtype(runner: Any, tmp_path: Pat
             "config": runner.config,
             "weights": "float32",
             "dtype": torch.float32,
+            "kv_dtype": torch.float32,
             "block_size": 16,
             "device": "cpu",
         }
@@ -110,6 +111,7 @@ def test_the_key_pins_model_adapter_weights_and_dtype(runner: Any, tmp_path: Pat
         folder(adapter=adapter),
         folder(weights="int8"),
         folder(dtype=torch.bfloat16),
+        folder(kv_dtype=torch.float16),
         folder(block_size=32),
         folder(model=default_model_path()),
     ]

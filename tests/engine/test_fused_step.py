@@ -103,9 +103,11 @@ def test_fused_step_matches_the_pytorch_layers(weights: str, adapter: bool) -> N
     plain_tokens, plain_logits = run_plan(runner, fused=False)
     assert fused_tokens == plain_tokens
     # The same kernels and operations; the order of float sums differs, which moves some of the
-    # int16 roundings of activations: measured up to 0.011 on logits spanning about +-40.
+    # int16 roundings of activations (and with int4's float16 KV cache, some of its roundings):
+    # measured up to 0.017 with a float32 cache and 0.022 with float16, on logits spanning
+    # about +-40.
     for fused_step, plain_step in zip(fused_logits, plain_logits, strict=True):
-        torch.testing.assert_close(fused_step, plain_step, atol=2e-2, rtol=0)
+        torch.testing.assert_close(fused_step, plain_step, atol=3e-2, rtol=0)
     runner.close()
 
 
@@ -158,5 +160,5 @@ def test_a_long_prompt_in_tiles_matches_the_pytorch_layers() -> None:
     plain_tokens, plain_logits = run(fused=False)
     assert fused_tokens == plain_tokens
     for fused_step, plain_step in zip(fused_logits, plain_logits, strict=True):
-        torch.testing.assert_close(fused_step, plain_step, atol=2e-2, rtol=0)
+        torch.testing.assert_close(fused_step, plain_step, atol=3e-2, rtol=0)
     runner.close()

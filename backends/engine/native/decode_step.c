@@ -15,8 +15,8 @@
  * Layouts: x [rows, hidden] float32, the embeddings in, the hidden states (before the final
  * norm) out; positions [rows] int32; slots [rows] int64 (block * block_size + offset);
  * cos, sin_signed [max_position, dim] (rotate-half: out = x cos + roll(x, dim / 2) sin_signed);
- * K/V pools [blocks, block_size, kv_heads, dim]; attention's tables, starts and lengths as in
- * paged_decode.c.
+ * K/V pools [blocks, block_size, kv_heads, dim] (float32, or float16: kv_half); attention's
+ * tables, starts and lengths as in paged_decode.c.
  */
 #include "paged_decode.c"
 #include "wide_matmul.c"
@@ -36,13 +36,13 @@ typedef struct {
 typedef struct {
     const float *input_norm, *post_norm; /* [hidden] */
     Projection qkv, o, gate_up, down;
-    float *k_pool, *v_pool;
+    void *k_pool, *v_pool; /* float32, or float16 where the model's kv_half is set */
 } Layer;
 
 typedef struct {
     const Layer *layers;
     const float *cos, *sin_signed;
-    int num_layers, hidden, heads, kv_heads, dim, intermediate, block_size, max_rank;
+    int num_layers, hidden, heads, kv_heads, dim, intermediate, block_size, max_rank, kv_half;
     float eps, scale;
 } Model;
 
@@ -173,8 +173,14 @@ static void store_kv(const Model *m, const Layer *layer, const float *qkv, int r
     const long width = qkv_width(m);
 #pragma omp parallel for schedule(static) num_threads(threads) if (rows >= PARALLEL_ROWS)
     for (int r = 0; r < rows; r++) {
-        memcpy(layer->k_pool + slots[r] * kv, qkv + r * width + q_size, sizeof(float) * kv);
-        memcpy(layer->v_pool + slots[r] * kv, qkv + r * width + q_size + kv, sizeof(float) * kv);
+        const float *k = qkv + r * width + q_size, *v = k + kv;
+        if (m->kv_half) {
+            narrow(k, (uint16_t *)layer->k_pool + slots[r] * kv, kv);
+            narrow(v, (uint16_t *)layer->v_pool + slots[r] * kv, kv);
+        } else {
+            memcpy((float *)layer->k_pool + slots[r] * kv, k, sizeof(float) * kv);
+            memcpy((float *)layer->v_pool + slots[r] * kv, v, sizeof(float) * kv);
+        }
     }
 }
 
@@ -214,7 +220,7 @@ int decode_step(const Model *m, float *x, int rows, const int32_t *positions,
         store_kv(m, layer, b.qkv, rows, slots, threads);
         if (paged_decode(b.q, layer->k_pool, layer->v_pool, a->tables, a->starts, a->lengths,
                          b.attn, a->scratch, a->seqs, a->width, m->heads, m->kv_heads, m->dim,
-                         m->block_size, m->scale, threads) != 0)
+                         m->block_size, m->scale, threads, m->kv_half) != 0)
             return -1;
         if (project(&layer->o, b.attn, rows, b.proj, &b, threads) != 0) return -1;
         add_into(residual, b.proj, hidden, threads);

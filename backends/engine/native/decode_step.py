@@ -68,6 +68,7 @@ class _Model(ctypes.Structure):
                 "intermediate",
                 "block_size",
                 "max_rank",
+                "kv_half",
             )
         ],
         ("eps", ctypes.c_float),
@@ -110,7 +111,7 @@ class LayerTensors:
     o: Projection
     gate_up: Projection
     down: Projection
-    k_pool: torch.Tensor  # float32 [blocks, block_size, kv_heads, dim]
+    k_pool: torch.Tensor  # float32 or float16 [blocks, block_size, kv_heads, dim]
     v_pool: torch.Tensor
 
 
@@ -195,8 +196,8 @@ class DecodeStepKernel:
                 pointer(layer.input_norm),
                 pointer(layer.post_norm),
                 *[projection(p) for p in projections],
-                pointer(layer.k_pool),
-                pointer(layer.v_pool),
+                pointer(layer.k_pool, layer.k_pool.dtype),
+                pointer(layer.v_pool, layer.k_pool.dtype),
             )
         block_size = layers[0].k_pool.shape[1]
         model = _Model(
@@ -211,6 +212,7 @@ class DecodeStepKernel:
             shape.intermediate,
             block_size,
             max(ranks),
+            int(layers[0].k_pool.dtype == torch.float16),
             shape.eps,
             shape.scale,
         )

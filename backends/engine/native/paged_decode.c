@@ -11,7 +11,8 @@
  * Layouts (float32, row-major, contiguous):
  *   q, out        [tokens, heads, dim]; starts [seqs + 1] int32: sequence s owns tokens
  *                 starts[s] .. starts[s + 1] - 1
- *   k_pool, v_pool [blocks, block_size, kv_heads, dim]
+ *   k_pool, v_pool [blocks, block_size, kv_heads, dim], float32, or float16 with ``half`` (each
+ *                 chunk's rows widened to float32 once, then the same arithmetic)
  *   tables        [seqs, width] int32 block ids;  lengths [seqs] int32 context lengths, each at
  *                 least the sequence's new tokens
  *   scratch       floats, at least paged_decode_scratch(...) of them
@@ -27,6 +28,46 @@
 #define PROMPT_TOKENS 4 /* from this many new tokens, scores run along the keys */
 #define SCORE_KEYS 64 /* keys whose scores one row keeps in registers */
 #define MAX_DIM 128
+#define MAX_KV 1024 /* kv_heads * dim of a float16 pool at most */
+
+/* float16 -> float32, n values (F16C). */
+static inline void widen(const uint16_t *h, float *f, long n) {
+    long i = 0;
+#ifdef __AVX512F__
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(f + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))));
+#endif
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++) f[i] = _cvtsh_ss(h[i]);
+#endif
+}
+
+/* float32 -> float16 rounded to nearest even (as PyTorch converts), n values (F16C). */
+static inline void narrow(const float *f, uint16_t *h, long n) {
+    long i = 0;
+#ifdef __AVX512F__
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(h + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(f + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(h + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(f + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) h[i] = _cvtss_sh(f[i], _MM_FROUND_TO_NEAREST_INT);
+#endif
+}
+
+/* Whether float16 pools are handled here (the CPU has F16C). */
+int paged_decode_half(void) {
+#ifdef __F16C__
+    return 1;
+#else
+    return 0;
+#endif
+}
 
 static int chunks_of(int length) { return (length + CHUNK - 1) / CHUNK; }
 
@@ -215,9 +256,9 @@ static inline __attribute__((always_inline)) void prompt_scores(
  * Inlined with a constant ``dim`` (64, 128) so the per-token dot products and the output rows
  * unroll into registers. */
 static inline __attribute__((always_inline)) void attend_chunk_dim(
-    const float *q, const float *k_pool, const float *v_pool, const int32_t *table, int begin,
+    const float *q, const void *k_pool, const void *v_pool, const int32_t *table, int begin,
     int end, int block_size, int kv_heads, int heads, const int dim, int tokens,
-    int first_position, float scale, float *partial, long slot_size) {
+    int first_position, float scale, float *partial, long slot_size, int half) {
     static __thread float scores[CHUNK * MAX_ROWS];
     static __thread const float *values[CHUNK];
     const int group = heads / kv_heads, rows = heads * tokens, n = end - begin;
@@ -225,10 +266,18 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
     const long block_stride = (long)block_size * token_stride;
     int block = begin / block_size, offset = begin % block_size;
     static __thread const float *keys[CHUNK];
+    static __thread float wide_keys[CHUNK * MAX_KV], wide_values[CHUNK * MAX_KV];
     for (int t = 0; t < n; t++) {
         const long at = table[block] * block_stride + offset * token_stride;
-        keys[t] = k_pool + at;
-        values[t] = v_pool + at;
+        if (half) {
+            widen((const uint16_t *)k_pool + at, wide_keys + t * token_stride, token_stride);
+            widen((const uint16_t *)v_pool + at, wide_values + t * token_stride, token_stride);
+            keys[t] = wide_keys + t * token_stride;
+            values[t] = wide_values + t * token_stride;
+        } else {
+            keys[t] = (const float *)k_pool + at;
+            values[t] = (const float *)v_pool + at;
+        }
         if (++offset == block_size) {
             offset = 0;
             block++;
@@ -297,12 +346,13 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
     }
 }
 
-static void attend_chunk(const float *q, const float *k_pool, const float *v_pool,
+static void attend_chunk(const float *q, const void *k_pool, const void *v_pool,
                          const int32_t *table, int begin, int end, int block_size, int kv_heads,
                          int heads, int dim, int tokens, int first_position, float scale,
-                         float *partial, long slot_size) {
+                         float *partial, long slot_size, int half) {
 #define ATTEND(d) attend_chunk_dim(q, k_pool, v_pool, table, begin, end, block_size, kv_heads, \
-                                   heads, d, tokens, first_position, scale, partial, slot_size)
+                                   heads, d, tokens, first_position, scale, partial, slot_size, \
+                                   half)
     if (dim == 64)
         ATTEND(64);
     else if (dim == 128)
@@ -313,11 +363,12 @@ static void attend_chunk(const float *q, const float *k_pool, const float *v_poo
 }
 
 /* Returns 0, or -1 when the shapes are outside what this kernel handles (the caller falls back). */
-int paged_decode(const float *q, const float *k_pool, const float *v_pool, const int32_t *tables,
+int paged_decode(const float *q, const void *k_pool, const void *v_pool, const int32_t *tables,
                  const int32_t *starts, const int32_t *lengths, float *out, float *scratch,
                  int seqs, int width, int heads, int kv_heads, int dim, int block_size,
-                 float scale, int threads) {
+                 float scale, int threads, int half) {
     if (kv_heads <= 0 || heads % kv_heads != 0 || dim <= 0) return -1;
+    if (half && (!paged_decode_half() || (long)kv_heads * dim > MAX_KV)) return -1;
     /* first[s]: the sequence's first chunk; slot[s]: its first (chunk, token) slot. */
     long first[seqs + 1], slot[seqs + 1];
     first[0] = slot[0] = 0;
@@ -340,7 +391,7 @@ int paged_decode(const float *q, const float *k_pool, const float *v_pool, const
         const int end = begin + CHUNK < lengths[s] ? begin + CHUNK : lengths[s];
         attend_chunk(q + (long)starts[s] * heads * dim, k_pool, v_pool, tables + (long)s * width,
                      begin, end, block_size, kv_heads, heads, dim, tokens, lengths[s] - tokens,
-                     scale, scratch + (slot[s] + (long)c * tokens) * slot_size, slot_size);
+                     scale, scratch + (slot[s] + (long)c * tokens) * slot_size, slot_size, half);
     }
 #pragma omp parallel for num_threads(threads)
     for (long task = 0; task < (long)starts[seqs] * heads; task++) {

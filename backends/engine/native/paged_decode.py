@@ -24,8 +24,8 @@ class PagedDecode:
         self._run.restype = ctypes.c_int
         self._run.argtypes = [
             _float_p,
-            _float_p,
-            _float_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
             _int_p,
             _int_p,
             _int_p,
@@ -34,7 +34,9 @@ class PagedDecode:
             *([ctypes.c_int] * 6),
             ctypes.c_float,
             ctypes.c_int,
+            ctypes.c_int,
         ]
+        self.half = bool(library.paged_decode_half())
         self._scratch = library.paged_decode_scratch
         self._scratch.restype = ctypes.c_long
         self._scratch.argtypes = [ctypes.c_int, _int_p, _int_p, ctypes.c_int, ctypes.c_int]
@@ -91,8 +93,8 @@ class DecodeCall:
         block_size, kv_heads = k_pool.shape[1], k_pool.shape[2]
         status = self.kernel._run(
             _floats(q),
-            _floats(k_pool),
-            _floats(v_pool),
+            k_pool.data_ptr(),
+            v_pool.data_ptr(),
             _ints(self.tables),
             _ints(self.starts),
             _ints(self.lengths),
@@ -106,6 +108,7 @@ class DecodeCall:
             block_size,
             scale,
             torch.get_num_threads(),
+            int(k_pool.dtype == torch.float16),
         )
         if status != 0:
             raise ValueError(f"paged_decode cannot run q {tuple(q.shape)} over {kv_heads} KV heads")
