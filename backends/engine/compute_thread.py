@@ -40,14 +40,21 @@ class ComputeThread:
         self._jobs.put((done, fn, args, kwargs))
         return done.result()
 
-    def close(self) -> None:
-        """Let the thread finish what was submitted and exit."""
+    def close(self, timeout: float = 10.0) -> None:
+        """Let the thread finish what was submitted, and wait (up to ``timeout`` seconds) until
+        it has exited: its last references to tensors are gone before the interpreter shuts
+        down (a daemon thread still freeing a tensor then aborts the process)."""
         self._jobs.put(None)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             done, fn, args, kwargs = job
+            del job
             try:
                 done.set_result(fn(*args, **kwargs))
             except BaseException as exc:  # handed to the caller, who raises it
                 done.set_exception(exc)
+            # Hold nothing between jobs: an idle thread keeps no tensor alive.
+            del done, fn, args, kwargs
