@@ -69,21 +69,26 @@ class ModelRunner:
             # waits for the other thread to be scheduled again.
             torch.set_num_threads(int(threads))
         self._compute = ComputeThread() if device == "cpu" else None
-        self._on_compute(
-            self._setup,
-            model_path,
-            device,
-            dtype,
-            kv_cache_bytes,
-            block_size,
-            show_progress,
-            adapter,
-            weights,
-            weight_cache,
-            native_attention,
-            fused_step,
-            kv_dtype,
-        )
+        try:
+            self._on_compute(
+                self._setup,
+                model_path,
+                device,
+                dtype,
+                kv_cache_bytes,
+                block_size,
+                show_progress,
+                adapter,
+                weights,
+                weight_cache,
+                native_attention,
+                fused_step,
+                kv_dtype,
+            )
+        except BaseException:
+            if self._compute is not None:  # no thread left behind by a runner never made
+                self._compute.close()
+            raise
 
     def _on_compute(self, fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args) if self._compute is None else self._compute.run(fn, *args)
@@ -126,16 +131,18 @@ class ModelRunner:
             from backends.engine.native.paged_decode import PagedDecode
 
             native = PagedDecode.available()
-        self.kv_dtype = kv_dtype or default_kv_dtype(
-            self.dtype, self.weights, native is not None and native.half
+        half = native is not None and native.reads_half(
+            self.config.num_kv_heads, self.config.head_dim
         )
+        self.kv_dtype = kv_dtype or default_kv_dtype(self.dtype, self.weights, half)
         if self.kv_dtype not in (self.dtype, torch.float16) or (
-            self.kv_dtype != self.dtype and (native is None or not native.half)
+            self.kv_dtype != self.dtype and not half
         ):
             raise UserError(
                 f"a {str(self.kv_dtype).removeprefix('torch.')} KV cache needs "
                 f"{str(self.dtype).removeprefix('torch.')} activations, or float16 beside "
-                "float32 ones on a CPU with F16C: unset kv_dtype for the default"
+                "float32 ones where the C attention kernel reads it (a CPU with F16C, at most "
+                "1,024 key values per token): unset kv_dtype for the default"
             )
         self.scale = self.config.head_dim**-0.5
         per_block = block_size * self.config.kv_bytes_per_token(self.kv_dtype.itemsize)

@@ -15,7 +15,11 @@ torch = pytest.importorskip("torch")
 
 import torch.nn.functional as F  # noqa: E402
 
-from backends.engine.attention import paged_attention_reference, plan_cpu_attention  # noqa: E402
+from backends.engine.attention import (  # noqa: E402
+    paged_attention_reference,
+    plan_cpu_attention,
+    prompt_tiles,
+)
 from backends.engine.native import build  # noqa: E402
 from backends.engine.native.group_matmul import GroupMatmul  # noqa: E402
 from backends.engine.native.paged_decode import PagedDecode  # noqa: E402
@@ -172,3 +176,54 @@ def test_paged_decode_runs_a_few_new_tokens_causally() -> None:
         head_dim=dim,
     )
     assert len(plan.decode_groups) == 1 and len(plan.prefills) == 1
+
+
+@needs_decode
+@pytest.mark.parametrize("pool_dtype", [torch.float32, torch.float16])
+def test_prompt_chunks_in_tiles_match_the_reference(pool_dtype: torch.dtype) -> None:
+    """Prompt chunks (one over a cached prefix, one with nothing cached) beside a decode row, all
+    in the kernel: cut into tiles, against the reference over the same (widened) pool."""
+    rng = random.Random(11)
+    block, kv_heads, heads, dim = 16, 3, 9, 64
+    generator = torch.Generator().manual_seed(11)
+    k_pool = torch.randn(200, block, kv_heads, dim, generator=generator).to(pool_dtype)
+    v_pool = torch.randn(200, block, kv_heads, dim, generator=generator).to(pool_dtype)
+    lengths, news = [700, 90, 400], [300, 90, 1]
+    order = list(range(200))
+    rng.shuffle(order)
+    tables, used = [], 0
+    for length in lengths:
+        count = -(-length // block)
+        tables.append(order[used : used + count])
+        used += count
+    q = torch.randn(sum(news), heads, dim, generator=generator)
+    kernel = PagedDecode.available()
+    assert kernel is not None
+    if pool_dtype == torch.float16 and not kernel.reads_half(kv_heads, dim):
+        pytest.skip("no F16C here: float16 pools stay in PyTorch")
+    plan = plan_cpu_attention(
+        news,
+        lengths,
+        tables,
+        block,
+        0.125,
+        native=kernel,
+        heads=heads,
+        head_dim=dim,
+        prompts_in_kernel=True,
+    )
+    assert plan.native_only() is not None and not plan.prefills
+    width = max(len(t) for t in tables)
+    padded = torch.tensor([t + [0] * (width - len(t)) for t in tables])
+    starts = torch.tensor([0, *torch.tensor(news).cumsum(0).tolist()])
+    expected = paged_attention_reference(
+        q, k_pool.float(), v_pool.float(), padded, starts, torch.tensor(lengths), 0.125
+    )
+    torch.testing.assert_close(plan(q, q, q, k_pool, v_pool), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_prompt_tiles_keep_token_order_and_each_tiles_context() -> None:
+    lens, contexts, tables = prompt_tiles([60, 1, 3], [100, 50, 3], [[1], [2], [3]], 28)
+    assert lens == [28, 28, 4, 1, 3]
+    assert contexts == [68, 96, 100, 50, 3]  # 40 cached, then each tile ends where it ends
+    assert tables == [[1], [1], [1], [2], [3]]

@@ -13,6 +13,8 @@ import torch
 from backends.engine.native.build import load
 
 _float_p = ctypes.POINTER(ctypes.c_float)
+# paged_decode.c's MAX_KV: the widest token (kv_heads * dim) of a float16 pool it reads.
+HALF_MAX_KV = 1024
 _int_p = ctypes.POINTER(ctypes.c_int32)
 
 
@@ -36,10 +38,15 @@ class PagedDecode:
             ctypes.c_int,
             ctypes.c_int,
         ]
-        self.half = bool(library.paged_decode_half())
+        self._half = bool(library.paged_decode_half())
         self._scratch = library.paged_decode_scratch
         self._scratch.restype = ctypes.c_long
         self._scratch.argtypes = [ctypes.c_int, _int_p, _int_p, ctypes.c_int, ctypes.c_int]
+
+    def reads_half(self, kv_heads: int, dim: int) -> bool:
+        """Whether a float16 pool of this shape is read here (F16C, and a token's keys within
+        the kernel's MAX_KV floats)."""
+        return self._half and kv_heads * dim <= HALF_MAX_KV
 
     @staticmethod
     def available() -> PagedDecode | None:
