@@ -3,11 +3,12 @@
 A decode step of one or a few sequences runs each decoder layer's ~20 small operators; on the
 CPU PyTorch's dispatch of them costs as much as the arithmetic. ``decode_step.c`` runs the same
 layer (the same 4-bit projections, norms, rotary tables and paged attention) in one call for
-all layers. It is used for steps that the C attention kernel takes whole (every sequence has a
-few new tokens) and that take the 4-bit path anyway (up to DUAL_MAX_ROWS rows, or WIDE_MAX_ROWS
-on the wide layout), on models whose projections are all 4-bit groups under the C kernel (int4,
-and float32 over a 4-bit GGUF) and that have no q/k norms. Anything else keeps the PyTorch
-path.
+all layers. On models whose projections are all 4-bit groups under the C kernel (int4, and
+float32 over a 4-bit GGUF) and that have no q/k norms, it is used for steps that the C
+attention kernel takes whole: with int4 on the wide layout (AVX-512 VNNI) every step, prompt
+chunks included; with float32 over such groups decode steps of up to WIDE_DUAL_MAX_ROWS rows;
+elsewhere steps of up to DUAL_MAX_ROWS, as far as the 4-bit path goes anyway. Anything else
+keeps the PyTorch path.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from backends.engine.quant import DUAL_MAX_ROWS, DualLinear, Int4Linear
 # The fused call's widest step on the wide layout: any step the scheduler makes (prompt chunks
 # too, their attention in the same kernel in tiles); its workspace grows to the widest seen.
 WIDE_MAX_ROWS = 1 << 16
+# float32 over 4-bit groups with the wide layout: decode steps of up to a full batch at the
+# default max_num_seqs run fused on the groups (the wide kernel beats float32 GEMM at every
+# width, bench/wide_kernels.py); the PyTorch layers keep DualLinear's 16 rows, so prompt chunks
+# keep float32 GEMM and its exact logits.
+WIDE_DUAL_MAX_ROWS = 64
 
 if TYPE_CHECKING:
     from torch import nn
@@ -68,12 +74,22 @@ def bind_fused_step(
 
 
 def _max_rows(model: CausalLM) -> int:
-    """The widest step the fused call takes: as wide as the PyTorch layers' 4-bit path goes
-    (float32's DualLinear: DUAL_MAX_ROWS), and up to WIDE_MAX_ROWS where every projection is
-    4-bit groups with the wide layout, which then runs every width."""
-    projections = [m for m in model.layers.modules() if isinstance(m, DualLinear | Int4Linear)]
+    """The widest step the fused call takes: any (WIDE_MAX_ROWS, prompt chunks too) where every
+    projection is 4-bit groups with the wide layout; WIDE_DUAL_MAX_ROWS of decode rows for
+    float32's copies of such groups; else as wide as the 4-bit path beats float32 GEMM without
+    the wide kernel (DUAL_MAX_ROWS)."""
+    projections = [
+        projection
+        for layer in cast("list[DecoderLayer]", list(model.layers))
+        for projection in (layer.qkv, layer.o_proj, layer.gate_up, layer.down)
+    ]
     if all(isinstance(m, Int4Linear) and m.columns is not None for m in projections):
         return WIDE_MAX_ROWS
+    duals = [m for m in projections if isinstance(m, DualLinear)]
+    if len(duals) == len(projections) and all(
+        isinstance(m.narrow, Int4Linear) and m.narrow.columns is not None for m in duals
+    ):
+        return WIDE_DUAL_MAX_ROWS
     return DUAL_MAX_ROWS
 
 

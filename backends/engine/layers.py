@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -12,6 +12,9 @@ from torch import nn
 from agent.errors import UserError
 from backends.engine.config import ModelConfig
 from backends.engine.quant import Weight, dense, make_linear
+
+if TYPE_CHECKING:
+    from backends.engine.native.elementwise import Elementwise
 
 
 class StepAttention(Protocol):
@@ -148,16 +151,38 @@ class DecoderLayer(nn.Module):
             tokens, self.num_heads + self.num_kv_heads, self.head_dim
         )
         v = qkv[:, self.q_size + self.kv_size :].view(tokens, self.num_kv_heads, self.head_dim)
+        ops = _elementwise(qkv)
         if self.q_norm is not None and self.k_norm is not None:
             q = rms_norm(qk[:, : self.num_heads], self.q_norm, self.eps)
             k = rms_norm(qk[:, self.num_heads :], self.k_norm, self.eps)
             qk = torch.cat((q, k), dim=1)
-        qk = rope.rotate(qk, *cos_sin)  # q and k rotated together: one set of ops for both
+            qk = rope.rotate(qk, *cos_sin)
+        elif ops is not None:  # in place, one pass: q and k stay views of qkv
+            ops.rotate(qkv, self.num_heads + self.num_kv_heads, self.head_dim, *cos_sin)
+        else:
+            qk = rope.rotate(qk, *cos_sin)  # q and k rotated together: one set of ops for both
         out = attention(qk[:, : self.num_heads], qk[:, self.num_heads :], v, *kv_cache)
         x = x + self.o_proj(out.reshape(tokens, self.q_size))
         gate_up = self.gate_up(rms_norm(x, self.post_norm, self.eps))
+        if ops is not None and gate_up.is_contiguous():
+            return x + self.down(ops.silu_times(gate_up, self.intermediate))
         gate, up = gate_up.split(self.intermediate, dim=-1)
         return x + self.down(F.silu(gate) * up)
+
+
+_ELEMENTWISE: list[Elementwise | None] = []
+
+
+def _elementwise(qkv: torch.Tensor) -> Elementwise | None:
+    """The C elementwise kernels for this step's CPU float32 activations, or None (PyTorch's
+    operators: on CUDA, in bfloat16, or where they cannot be built)."""
+    if qkv.device.type != "cpu" or qkv.dtype != torch.float32 or not qkv.is_contiguous():
+        return None
+    if not _ELEMENTWISE:
+        from backends.engine.native.elementwise import Elementwise
+
+        _ELEMENTWISE.append(Elementwise.available())
+    return _ELEMENTWISE[0]
 
 
 def parameter_bytes(module: Any) -> int:

@@ -162,3 +162,20 @@ def test_a_long_prompt_in_tiles_matches_the_pytorch_layers() -> None:
     for fused_step, plain_step in zip(fused_logits, plain_logits, strict=True):
         torch.testing.assert_close(fused_step, plain_step, atol=3e-2, rtol=0)
     runner.close()
+
+
+def test_float32_fuses_whole_decode_batches_only_on_the_wide_layout() -> None:
+    """float32 over 4-bit groups: decode steps of up to 64 rows run fused where the groups have
+    the wide layout (its PyTorch layers keep DualLinear's 16 rows, so prompts keep float32 GEMM),
+    16 elsewhere."""
+    from backends.engine.fused_step import WIDE_DUAL_MAX_ROWS
+    from backends.engine.quant import DUAL_MAX_ROWS
+
+    runner = make_runner("float32", adapter=False)
+    assert runner._fused is not None
+    duals = [m for m in runner.model.layers.modules() if isinstance(m, DualLinear)]
+    wide = all(isinstance(d.narrow, Int4Linear) and d.narrow.columns is not None for d in duals)
+    assert runner._fused.max_rows == (WIDE_DUAL_MAX_ROWS if wide else DUAL_MAX_ROWS)
+    assert all(d.max_rows == DUAL_MAX_ROWS for d in duals)
+    assert not runner._fused.takes_prompts
+    runner.close()

@@ -18,6 +18,7 @@
  * K/V pools [blocks, block_size, kv_heads, dim] (float32, or float16: kv_half); attention's
  * tables, starts and lengths as in paged_decode.c.
  */
+#include "elementwise.c"
 #include "paged_decode.c"
 #include "wide_matmul.c"
 
@@ -53,11 +54,9 @@ typedef struct {
     int seqs, width;
 } Attention;
 
-/* Steps of at least this many rows run their elementwise parts on every thread. */
-#define PARALLEL_ROWS 16
-
 typedef struct {
     float *residual, *normed, *qkv, *q, *attn, *proj, *gate_up, *act, *lora, *xs, *xsum;
+    float *cos, *sin_signed; /* each row's rotary tables */
     int16_t *xq;
 } Buffers;
 
@@ -70,7 +69,7 @@ static long qkv_width(const Model *m) { return (long)(m->heads + 2 * m->kv_heads
 
 /* Bytes of workspace decode_step needs for ``rows`` rows. */
 long decode_step_workspace(const Model *m, int rows) {
-    const long floats = (long)rows * (m->hidden * 3L + qkv_width(m) + 2L * m->heads * m->dim +
+    const long floats = (long)rows * (m->hidden * 3L + 2L * m->dim + qkv_width(m) + 2L * m->heads * m->dim +
                                       3L * m->intermediate + m->max_rank) +
                         2L * rows * (widest(m) / GROUP) + 64;
     return floats * 4 + (long)rows * widest(m) * 2 + 256;
@@ -80,6 +79,8 @@ static Buffers carve(const Model *m, int rows, void *workspace) {
     float *f = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
     Buffers b;
     b.residual = f, f += (long)rows * m->hidden;
+    b.cos = f, f += (long)rows * m->dim;
+    b.sin_signed = f, f += (long)rows * m->dim;
     b.normed = f, f += (long)rows * m->hidden;
     b.qkv = f, f += (long)rows * qkv_width(m);
     b.q = f, f += (long)rows * m->heads * m->dim;
@@ -148,23 +149,13 @@ static int project(const Projection *p, const float *x, int rows, float *y, cons
 }
 
 /* Rotate q and k heads of each row in place, and copy q out contiguously for attention. */
-static void rotate_and_split(const Model *m, float *qkv, int rows, const int32_t *positions,
-                             float *q, int threads) {
-    const int dim = m->dim, half = dim / 2, heads = m->heads + m->kv_heads;
-    const long width = qkv_width(m);
-#pragma omp parallel for schedule(static) num_threads(threads) if (rows >= PARALLEL_ROWS)
-    for (int r = 0; r < rows; r++) {
-        const float *c = m->cos + (long)positions[r] * dim;
-        const float *s = m->sin_signed + (long)positions[r] * dim;
-        float tmp[dim];
-        for (int h = 0; h < heads; h++) {
-            float *v = qkv + r * width + (long)h * dim;
-            for (int d = 0; d < dim; d++) tmp[d] = v[d];
-            for (int d = 0; d < half; d++) v[d] = tmp[d] * c[d] + tmp[d + half] * s[d];
-            for (int d = half; d < dim; d++) v[d] = tmp[d] * c[d] + tmp[d - half] * s[d];
-        }
-        for (long i = 0; i < (long)m->heads * dim; i++) q[r * (long)m->heads * dim + i] = qkv[r * width + i];
-    }
+static void rotate_and_split(const Model *m, float *qkv, int rows, const Buffers *b,
+                             int threads) {
+    const long width = qkv_width(m), q_size = (long)m->heads * m->dim;
+    rotate_rows(qkv, width, rows, m->heads + m->kv_heads, m->dim, b->cos, b->sin_signed,
+                threads);
+    for (int r = 0; r < rows; r++)
+        memcpy(b->q + r * q_size, qkv + r * width, sizeof(float) * q_size);
 }
 
 static void store_kv(const Model *m, const Layer *layer, const float *qkv, int rows,
@@ -189,21 +180,6 @@ static void add_into(float *x, const float *y, long n, int threads) {
     for (long i = 0; i < n; i++) x[i] += y[i];
 }
 
-/* act = silu(gate) * up per row, with silu(g) = g / (1 + exp(-g)) from exp(-|g|), which
- * vectorizes (exp_nonpositive). */
-static void silu_times(const float *gate_up, int rows, int inter, float *act, int threads) {
-#pragma omp parallel for schedule(static) num_threads(threads) if (rows >= PARALLEL_ROWS)
-    for (int r = 0; r < rows; r++) {
-        const float *g = gate_up + 2L * r * inter, *u = g + inter;
-        float *line = act + (long)r * inter;
-        for (int i = 0; i < inter; i++) {
-            const float e = exp_nonpositive(-fabsf(g[i]));
-            const float sigmoid = g[i] >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-            line[i] = g[i] * sigmoid * u[i];
-        }
-    }
-}
-
 /* Returns 0, or -1 when a shape is outside what the kernels handle (nothing is then written to
  * x; the K/V pools may hold this step's new entries, which the fallback rewrites). */
 int decode_step(const Model *m, float *x, int rows, const int32_t *positions,
@@ -212,11 +188,16 @@ int decode_step(const Model *m, float *x, int rows, const int32_t *positions,
     const long hidden = (long)rows * m->hidden;
     float *residual = b.residual;
     memcpy(residual, x, sizeof(float) * hidden);
+    for (int r = 0; r < rows; r++) {
+        const long at = (long)positions[r] * m->dim;
+        memcpy(b.cos + (long)r * m->dim, m->cos + at, sizeof(float) * m->dim);
+        memcpy(b.sin_signed + (long)r * m->dim, m->sin_signed + at, sizeof(float) * m->dim);
+    }
     for (int l = 0; l < m->num_layers; l++) {
         const Layer *layer = m->layers + l;
         rms_norm(residual, layer->input_norm, m->eps, rows, m->hidden, b.normed, threads);
         if (project(&layer->qkv, b.normed, rows, b.qkv, &b, threads) != 0) return -1;
-        rotate_and_split(m, b.qkv, rows, positions, b.q, threads);
+        rotate_and_split(m, b.qkv, rows, &b, threads);
         store_kv(m, layer, b.qkv, rows, slots, threads);
         if (paged_decode(b.q, layer->k_pool, layer->v_pool, a->tables, a->starts, a->lengths,
                          b.attn, a->scratch, a->seqs, a->width, m->heads, m->kv_heads, m->dim,

@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "vector_math.c"
+
 #define CHUNK 128
 #define MAX_ROWS 256
 #define PV_ROWS 4 /* rows whose weighted values are summed in registers at once */
@@ -77,26 +79,6 @@ long paged_decode_scratch(int seqs, const int32_t *starts, const int32_t *length
     for (int s = 0; s < seqs; s++)
         slots += (long)chunks_of(lengths[s]) * (starts[s + 1] - starts[s]);
     return slots * (long)heads * (dim + 2);
-}
-
-/* exp(x) for x <= 0 (scores minus their maximum), vectorizable: x = n ln2 + r with ln2 split in
- * two (Cody and Waite), exp(r) by Cephes' expf polynomial, times 2^n; 0 below -87. */
-static inline float exp_nonpositive(float x) {
-    const float clamped = x < -87.0f ? -87.0f : x;
-    const float n = __builtin_roundf(clamped * 1.44269504089f);
-    const float r = fmaf(n, 2.12194440e-4f, fmaf(-n, 0.693359375f, clamped));
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union {
-        float f;
-        int32_t i;
-    } scale = {.i = ((int32_t)n + 127) << 23};
-    return x < -87.0f ? 0.0f : p * scale.f;
 }
 
 /* max(line[0 .. n - 1]), -inf for none: in 16 lanes, so it runs in vectors. */
