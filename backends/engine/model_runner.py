@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import UserError
-from backends.engine.attention import plan_cpu_attention, store_kv_reference
+from backends.engine.attention import NATIVE_MAX_QUERY, plan_cpu_attention, store_kv_reference
 from backends.engine.compute_thread import ComputeThread
 from backends.engine.loader import load_model
 
@@ -229,15 +229,26 @@ class ModelRunner:
                 native=self._native,
                 heads=self.config.num_heads,
                 head_dim=self.config.head_dim,
-                prompts_in_kernel=self._fused is not None and self._fused.takes_prompts,
+                # prompt chunks in the C kernel too, in tiles: as fast as SDPA or faster at the
+                # lengths of a chunk (bench/prompt_attention.py), and the same arithmetic as a
+                # token's decode
+                prompts_in_kernel=True,
             )
             call = plan.native_only()
-            if self._fused is not None and call is not None and len(ids) <= self._fused.max_rows:
+            if self._fused is not None and call is not None and self._fused_takes(batch):
                 hidden = self.model.embed(ids).contiguous()
                 if self._fused(hidden, positions.int(), slots, call):
                     return hidden
             attention = StoreThenAttend(slots, plan)
         return self.model(ids, positions, attention, self.kv_caches)
+
+    def _fused_takes(self, batch: StepBatch) -> bool:
+        """Whether the fused step runs this step: one within its rows, and with prompt chunks
+        only where it takes them (int4's wide layout; float32's prompts keep float32 GEMM)."""
+        assert self._fused is not None
+        if len(batch.input_ids) > self._fused.max_rows:
+            return False
+        return self._fused.takes_prompts or max(batch.query_lens) <= NATIVE_MAX_QUERY
 
     def _bitmask(self, constraints: list[object | None], vocab: int) -> torch.Tensor | None:
         import torch

@@ -130,7 +130,8 @@ def test_a_prompt_chunk_takes_the_fused_step_only_on_the_wide_layout(weights: st
 
 def test_a_long_prompt_in_tiles_matches_the_pytorch_layers() -> None:
     """A prompt of many tiles, in two chunks (the second over a cached first), beside a decode:
-    the fused step (attention in the C kernel, tile by tile) against the PyTorch layers (SDPA)."""
+    the fused step against the PyTorch layers (the same attention kernel, tile by tile; the
+    kernel itself is checked against SDPA's reference in test_native_kernels.py)."""
     runner = make_runner("int4", adapter=False)
     assert runner._fused is not None
     if not runner._fused.takes_prompts:
