@@ -29,6 +29,21 @@ needs_q4 = pytest.mark.skipif(GroupMatmul.available() is None, reason="no C comp
 needs_decode = pytest.mark.skipif(PagedDecode.available() is None, reason="no C compiler")
 
 
+def scattered_tables(
+    lengths: list[int], blocks: int, block: int, rng: random.Random
+) -> tuple[list[list[int]], list[int]]:
+    """Block tables for sequences of these lengths over a pool of ``blocks``, scattered as after
+    a while of serving; and the block ids left over."""
+    order = list(range(blocks))
+    rng.shuffle(order)
+    tables, used = [], 0
+    for length in lengths:
+        count = -(-length // block)
+        tables.append(order[used : used + count])
+        used += count
+    return tables, order[used:]
+
+
 # 96 columns are an odd number of groups and 75 an odd number of rows: the paths beside the
 # two-groups-at-a-time one (AVX-512 VNNI, where the CPU has it).
 @needs_q4
@@ -71,13 +86,7 @@ def test_paged_decode_matches_the_reference(seqs: int, longest: int) -> None:
     k_pool = torch.randn(blocks, block, kv_heads, dim, generator=generator)
     v_pool = torch.randn(blocks, block, kv_heads, dim, generator=generator)
     lengths = [longest] + [rng.randint(1, longest) for _ in range(seqs - 1)]
-    order = list(range(blocks))
-    rng.shuffle(order)  # blocks scattered over the pool, as after a while of serving
-    tables, used = [], 0
-    for length in lengths:
-        count = -(-length // block)
-        tables.append(order[used : used + count])
-        used += count
+    tables, _ = scattered_tables(lengths, blocks, block, rng)
     q = torch.randn(seqs, heads, dim, generator=generator)
     kernel = PagedDecode.available()
     assert kernel is not None
@@ -145,13 +154,7 @@ def test_paged_decode_runs_a_few_new_tokens_causally() -> None:
     k_pool = torch.randn(300, block, kv_heads, dim, generator=generator)
     v_pool = torch.randn(300, block, kv_heads, dim, generator=generator)
     lengths, news = [900, 5, 300, 17], [5, 5, 1, 8]  # one whose new tokens are all it has
-    order = list(range(300))
-    rng.shuffle(order)
-    tables, used = [], 0
-    for length in lengths:
-        count = -(-length // block)
-        tables.append(order[used : used + count])
-        used += count
+    tables, spare = scattered_tables(lengths, 300, block, rng)
     q = torch.randn(sum(news), heads, dim, generator=generator)
     kernel = PagedDecode.available()
     assert kernel is not None
@@ -168,7 +171,7 @@ def test_paged_decode_runs_a_few_new_tokens_causally() -> None:
     plan = plan_cpu_attention(
         lens,
         [*lengths, 40],
-        [*tables, order[used : used + 3]],
+        [*tables, spare[:3]],
         block,
         0.125,
         native=kernel,
@@ -189,13 +192,7 @@ def test_prompt_chunks_in_tiles_match_the_reference(pool_dtype: torch.dtype) -> 
     k_pool = torch.randn(200, block, kv_heads, dim, generator=generator).to(pool_dtype)
     v_pool = torch.randn(200, block, kv_heads, dim, generator=generator).to(pool_dtype)
     lengths, news = [700, 90, 400], [300, 90, 1]
-    order = list(range(200))
-    rng.shuffle(order)
-    tables, used = [], 0
-    for length in lengths:
-        count = -(-length // block)
-        tables.append(order[used : used + count])
-        used += count
+    tables, _ = scattered_tables(lengths, 200, block, rng)
     q = torch.randn(sum(news), heads, dim, generator=generator)
     kernel = PagedDecode.available()
     assert kernel is not None
