@@ -70,7 +70,10 @@ def bind_fused_step(
         scale,
     )
     rotary = model.rotary
-    return kernel.bind(shape, layers, rotary.cos, rotary.sin_signed, _max_rows(model))
+    max_rows = _max_rows(model)
+    return kernel.bind(
+        shape, layers, rotary.cos, rotary.sin_signed, max_rows, max_rows == WIDE_MAX_ROWS
+    )
 
 
 def _max_rows(model: CausalLM) -> int:

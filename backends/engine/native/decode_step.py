@@ -18,8 +18,6 @@ from backends.engine.native.paged_decode import DecodeCall
 
 _void = ctypes.c_void_p
 WORKSPACE_ROWS = 64
-# A fused step bound for at least this many rows takes prompt chunks as well.
-PROMPT_ROWS = 4096
 
 
 class _Projection(ctypes.Structure):
@@ -155,9 +153,10 @@ class DecodeStepKernel:
         cos: torch.Tensor,
         sin_signed: torch.Tensor,
         max_rows: int,
+        takes_prompts: bool = False,
     ) -> BoundStep:
         """The kernel over these tensors (kept alive by the result), for steps of up to
-        ``max_rows`` rows."""
+        ``max_rows`` rows; ``takes_prompts``: prompt chunks come here too."""
         keep: list[torch.Tensor] = []
 
         def pointer(tensor: torch.Tensor | None, dtype: torch.dtype = torch.float32) -> int | None:
@@ -216,7 +215,7 @@ class DecodeStepKernel:
             shape.eps,
             shape.scale,
         )
-        return BoundStep(self, model, array, keep, max_rows)
+        return BoundStep(self, model, array, keep, max_rows, takes_prompts)
 
     def workspace_bytes(self, model: _Model, rows: int) -> int:
         """Bytes of workspace a step of ``rows`` rows needs."""
@@ -233,15 +232,15 @@ class BoundStep:
         layers: ctypes.Array[_Layer],
         keep: list[torch.Tensor],
         max_rows: int,
+        takes_prompts: bool,
     ) -> None:
         self._kernel = kernel
         self._model = model
         self._layers = layers  # the structs model.layers points into
         self._keep = keep
         self.max_rows = max_rows
-        # Whether prompt chunks come here too (their attention tiled in the same kernel): where
-        # any step fits, rather than only short ones.
-        self.takes_prompts = max_rows >= PROMPT_ROWS
+        # Whether prompt chunks come here too (their attention tiled in the same kernel).
+        self.takes_prompts = takes_prompts
         # Sized for the widest step so far, in steps of WORKSPACE_ROWS rows: a decode batch
         # needs little, a prompt chunk of 2,048 tokens about 70 MB.
         self._workspace = torch.empty(0, dtype=torch.uint8)
