@@ -30,6 +30,11 @@
 #define PROMPT_TOKENS 4 /* from this many new tokens, scores run along the keys */
 #define SCORE_KEYS 64 /* keys whose scores one row keeps in registers */
 #define MAX_DIM 128
+/* Decoding over a float32 pool: the cached rows this many tokens ahead are prefetched while a
+ * token's scores are computed (its keys to L1, its values to L2 for the weighted sum after). The
+ * hardware prefetcher alone stops at each block's page: 44 ms a step against 34 with it, for 33
+ * sequences of 150-650 tokens over 30 layers, bound by memory bandwidth (19-24 GB/s). */
+#define AHEAD 8
 #define MAX_KV 1024 /* kv_heads * dim of a float16 pool at most */
 
 /* float16 -> float32, n values (F16C). */
@@ -272,6 +277,14 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
         for (int t = 0; t < n; t++) {
             const int position = begin + t;
             const float *key = keys[t];
+            if (!half && t + AHEAD < n) { /* decode reads the pool at memory bandwidth */
+                const char *kp = (const char *)keys[t + AHEAD];
+                const char *vp = (const char *)values[t + AHEAD];
+                for (long b = 0; b < token_stride * (long)sizeof(float); b += 64) {
+                    _mm_prefetch(kp + b, _MM_HINT_T0);
+                    _mm_prefetch(vp + b, _MM_HINT_T1);
+                }
+            }
             for (int i = 0; i < tokens; i++) {
                 float *score = scores + (long)i * heads * CHUNK + t;
                 if (position > first_position + i) {
