@@ -17,16 +17,11 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
-from backends.engine.quant import DUAL_MAX_ROWS, DualLinear, Int4Linear
+from backends.engine.quant import DUAL_MAX_ROWS, WIDE_DUAL_MAX_ROWS, DualLinear, Int4Linear
 
 # The fused call's widest step on the wide layout: any step the scheduler makes (prompt chunks
 # too, their attention in the same kernel in tiles); its workspace grows to the widest seen.
 WIDE_MAX_ROWS = 1 << 16
-# float32 over 4-bit groups with the wide layout: decode steps of up to a full batch at the
-# default max_num_seqs run fused on the groups (the wide kernel beats float32 GEMM at every
-# width, bench/wide_kernels.py); the PyTorch layers keep DualLinear's 16 rows, so prompt chunks
-# keep float32 GEMM and its exact logits.
-WIDE_DUAL_MAX_ROWS = 64
 
 if TYPE_CHECKING:
     from torch import nn
@@ -79,7 +74,9 @@ def bind_fused_step(
 def _max_rows(model: CausalLM) -> int:
     """The widest step the fused call takes: any (WIDE_MAX_ROWS, prompt chunks too) where every
     projection is 4-bit groups with the wide layout; WIDE_DUAL_MAX_ROWS of decode rows for
-    float32's copies of such groups; else as wide as the 4-bit path beats float32 GEMM without
+    float32's copies of such groups (the wide kernel beats float32 GEMM at every width,
+    bench/wide_kernels.py; the PyTorch layers keep DualLinear's 16 rows, so prompt chunks keep
+    float32 GEMM and its exact logits); else as wide as the 4-bit path beats float32 GEMM without
     the wide kernel (DUAL_MAX_ROWS)."""
     projections = [
         projection

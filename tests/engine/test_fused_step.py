@@ -19,7 +19,7 @@ pytest.importorskip("gguf")
 
 from backends.default_model import SHIPPED_ADAPTER, default_model_path  # noqa: E402
 from backends.engine.model_runner import ModelRunner  # noqa: E402
-from backends.engine.quant import DualLinear, Int4Linear  # noqa: E402
+from backends.engine.quant import DualLinear, Int4Linear, Int8GroupLinear  # noqa: E402
 from tests.engine.test_model_runner import BLOCK, Driver, prompt, recorded_logits  # noqa: E402
 
 
@@ -169,8 +169,7 @@ def test_float32_fuses_whole_decode_batches_only_on_the_wide_layout() -> None:
     """float32 over 4-bit groups: decode steps of up to 64 rows run fused where the groups have
     the wide layout (its PyTorch layers keep DualLinear's 16 rows, so prompts keep float32 GEMM),
     16 elsewhere."""
-    from backends.engine.fused_step import WIDE_DUAL_MAX_ROWS
-    from backends.engine.quant import DUAL_MAX_ROWS
+    from backends.engine.quant import DUAL_MAX_ROWS, WIDE_DUAL_MAX_ROWS
 
     runner = make_runner("float32", adapter=False)
     assert runner._fused is not None
@@ -179,4 +178,10 @@ def test_float32_fuses_whole_decode_batches_only_on_the_wide_layout() -> None:
     assert runner._fused.max_rows == (WIDE_DUAL_MAX_ROWS if wide else DUAL_MAX_ROWS)
     assert all(d.max_rows == DUAL_MAX_ROWS for d in duals)
     assert not runner._fused.takes_prompts
+    # The head sees one row per sampled sequence: on 8-bit groups up to a full batch where they
+    # have the wide layout.
+    head = runner.model.lm_head
+    assert isinstance(head, DualLinear) and isinstance(head.narrow, Int8GroupLinear)
+    head_wide = head.narrow.columns is not None
+    assert head.max_rows == (WIDE_DUAL_MAX_ROWS if head_wide else DUAL_MAX_ROWS)
     runner.close()
