@@ -146,12 +146,16 @@ class DecoderLayer(nn.Module):
     ) -> torch.Tensor:
         """x [T, hidden] -> x [T, hidden] for all tokens of the step at once."""
         tokens = x.shape[0]
-        qkv = self.qkv(rms_norm(x, self.input_norm, self.eps))
+        ops = _elementwise(x)
+        if ops is not None:
+            qkv = self.qkv(ops.rms_norm(x, self.input_norm, self.eps))
+        else:
+            qkv = self.qkv(rms_norm(x, self.input_norm, self.eps))
         qk = qkv[:, : self.q_size + self.kv_size].view(
             tokens, self.num_heads + self.num_kv_heads, self.head_dim
         )
         v = qkv[:, self.q_size + self.kv_size :].view(tokens, self.num_kv_heads, self.head_dim)
-        ops = _elementwise(qkv)
+        ops = ops if ops is not None and qkv.is_contiguous() else None
         if self.q_norm is not None and self.k_norm is not None:
             q = rms_norm(qk[:, : self.num_heads], self.q_norm, self.eps)
             k = rms_norm(qk[:, self.num_heads :], self.k_norm, self.eps)
@@ -162,8 +166,15 @@ class DecoderLayer(nn.Module):
         else:
             qk = rope.rotate(qk, *cos_sin)  # q and k rotated together: one set of ops for both
         out = attention(qk[:, : self.num_heads], qk[:, self.num_heads :], v, *kv_cache)
-        x = x + self.o_proj(out.reshape(tokens, self.q_size))
-        gate_up = self.gate_up(rms_norm(x, self.post_norm, self.eps))
+        projected = self.o_proj(out.reshape(tokens, self.q_size))
+        if ops is not None and projected.is_contiguous():
+            # the residual add into the projection's own fresh output, and the norm, in one pass
+            normed = ops.add_rms_norm(projected, x, self.post_norm, self.eps)
+            x = projected
+        else:
+            x = x + projected
+            normed = rms_norm(x, self.post_norm, self.eps)
+        gate_up = self.gate_up(normed)
         if ops is not None and gate_up.is_contiguous():
             return x + self.down(ops.silu_times(gate_up, self.intermediate))
         gate, up = gate_up.split(self.intermediate, dim=-1)
@@ -173,10 +184,10 @@ class DecoderLayer(nn.Module):
 _ELEMENTWISE: list[Elementwise | None] = []
 
 
-def _elementwise(qkv: torch.Tensor) -> Elementwise | None:
+def _elementwise(x: torch.Tensor) -> Elementwise | None:
     """The C elementwise kernels for this step's CPU float32 activations, or None (PyTorch's
     operators: on CUDA, in bfloat16, or where they cannot be built)."""
-    if qkv.device.type != "cpu" or qkv.dtype != torch.float32 or not qkv.is_contiguous():
+    if x.device.type != "cpu" or x.dtype != torch.float32 or not x.is_contiguous():
         return None
     if not _ELEMENTWISE:
         from backends.engine.native.elementwise import Elementwise

@@ -95,18 +95,6 @@ static Buffers carve(const Model *m, int rows, void *workspace) {
     return b;
 }
 
-static void rms_norm(const float *x, const float *w, float eps, int rows, int n, float *out,
-                     int threads) {
-#pragma omp parallel for schedule(static) num_threads(threads) if (rows >= PARALLEL_ROWS)
-    for (int r = 0; r < rows; r++) {
-        const float *v = x + (long)r * n;
-        float total = 0.0f;
-        for (int i = 0; i < n; i++) total += v[i] * v[i];
-        const float inverse = 1.0f / sqrtf(total / n + eps);
-        for (int i = 0; i < n; i++) out[(long)r * n + i] = v[i] * inverse * w[i];
-    }
-}
-
 /* y [rows, out] = x [rows, cols] W^T over the 4-bit groups, in the wide layout where built. */
 static int group_product(const Projection *p, const float *x, int rows, float *y,
                          const Buffers *b, int threads) {
@@ -173,11 +161,6 @@ static void store_kv(const Model *m, const Layer *layer, const float *qkv, int r
             memcpy((float *)layer->v_pool + slots[r] * kv, v, sizeof(float) * kv);
         }
     }
-}
-
-static void add_into(float *x, const float *y, long n, int threads) {
-#pragma omp parallel for schedule(static) num_threads(threads) if (n >= PARALLEL_ROWS * 512L)
-    for (long i = 0; i < n; i++) x[i] += y[i];
 }
 
 /* Returns 0, or -1 when a shape is outside what the kernels handle (nothing is then written to

@@ -1,8 +1,8 @@
-/* The elementwise parts of a decoder layer, on every thread for wide steps: SiLU times up, and
- * rotary embeddings in place. Shared by the fused step (decode_step.c) and, through ctypes, by
+/* The elementwise parts of a decoder layer, on every thread for wide steps: RMSNorm (after a
+ * residual add, in one pass), SiLU times up, and rotary embeddings in place. Shared by the fused step (decode_step.c) and, through ctypes, by
  * the PyTorch layers' prompt chunks on the CPU (native/elementwise.py).
  *
- * Layouts (float32, row-major): gate_up [rows, 2 * inter] (gate, then up), act [rows, inter];
+ * Layouts (float32, row-major): x, delta, out [rows, n] and w [n] for the norms; gate_up [rows, 2 * inter] (gate, then up), act [rows, inter];
  * x rows of ``stride`` floats whose first ``heads`` * dim are the heads to rotate; cos,
  * sin_signed [rows, dim] (each row's own position: out = x cos + roll(x, dim / 2) sin_signed).
  */
@@ -13,6 +13,41 @@
 
 /* Steps of at least this many rows run their elementwise parts on every thread. */
 #define PARALLEL_ROWS 16
+
+/* out = x / sqrt(mean(x^2) + eps) * w, row by row, accumulated in float32 as transformers does. */
+void rms_norm(const float *x, const float *w, float eps, int rows, int n, float *out,
+              int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (rows >= PARALLEL_ROWS)
+    for (int r = 0; r < rows; r++) {
+        const float *v = x + (long)r * n;
+        float total = 0.0f;
+        for (int i = 0; i < n; i++) total += v[i] * v[i];
+        const float inverse = 1.0f / sqrtf(total / n + eps);
+        for (int i = 0; i < n; i++) out[(long)r * n + i] = v[i] * inverse * w[i];
+    }
+}
+
+/* x += delta, then out = rms_norm(x): the residual add and the next norm in one pass per row. */
+void add_rms_norm(float *x, const float *delta, const float *w, float eps, int rows, int n,
+                  float *out, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (rows >= PARALLEL_ROWS)
+    for (int r = 0; r < rows; r++) {
+        float *v = x + (long)r * n;
+        const float *d = delta + (long)r * n;
+        float total = 0.0f;
+        for (int i = 0; i < n; i++) {
+            v[i] += d[i];
+            total += v[i] * v[i];
+        }
+        const float inverse = 1.0f / sqrtf(total / n + eps);
+        for (int i = 0; i < n; i++) out[(long)r * n + i] = v[i] * inverse * w[i];
+    }
+}
+
+void add_into(float *x, const float *y, long n, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= PARALLEL_ROWS * 512L)
+    for (long i = 0; i < n; i++) x[i] += y[i];
+}
 
 void silu_times(const float *gate_up, int rows, int inter, float *act, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads) if (rows >= PARALLEL_ROWS)
