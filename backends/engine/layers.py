@@ -11,7 +11,7 @@ from torch import nn
 
 from agent.errors import UserError
 from backends.engine.config import ModelConfig
-from backends.engine.quant import Weight, dense, make_linear
+from backends.engine.quant import DualLinear, Weight, dense, make_linear
 
 if TYPE_CHECKING:
     from backends.engine.native.elementwise import Elementwise
@@ -143,8 +143,11 @@ class DecoderLayer(nn.Module):
         cos_sin: tuple[torch.Tensor, torch.Tensor],
         attention: StepAttention,
         kv_cache: tuple[torch.Tensor, torch.Tensor],
+        keep: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """x [T, hidden] -> x [T, hidden] for all tokens of the step at once."""
+        """x [T, hidden] -> x [T, hidden] for all tokens of the step at once; with ``keep`` (row
+        indices), every token's keys and values are stored and x [len(keep), hidden] is
+        returned for those rows alone."""
         tokens = x.shape[0]
         ops = _elementwise(x)
         if ops is not None:
@@ -166,7 +169,12 @@ class DecoderLayer(nn.Module):
         else:
             qk = rope.rotate(qk, *cos_sin)  # q and k rotated together: one set of ops for both
         out = attention(qk[:, : self.num_heads], qk[:, self.num_heads :], v, *kv_cache)
-        projected = self.o_proj(out.reshape(tokens, self.q_size))
+        out = out.reshape(tokens, self.q_size)
+        if keep is not None:
+            out, x = out[keep], x[keep]
+            if not len(keep):  # nobody reads this step's last hidden states
+                return x
+        projected = _project(self.o_proj, out, tokens)
         if ops is not None and projected.is_contiguous():
             # the residual add into the projection's own fresh output, and the norm, in one pass
             normed = ops.add_rms_norm(projected, x, self.post_norm, self.eps)
@@ -174,11 +182,19 @@ class DecoderLayer(nn.Module):
         else:
             x = x + projected
             normed = rms_norm(x, self.post_norm, self.eps)
-        gate_up = self.gate_up(normed)
+        gate_up = _project(self.gate_up, normed, tokens)
         if ops is not None and gate_up.is_contiguous():
-            return x + self.down(ops.silu_times(gate_up, self.intermediate))
+            return x + _project(self.down, ops.silu_times(gate_up, self.intermediate), tokens)
         gate, up = gate_up.split(self.intermediate, dim=-1)
-        return x + self.down(F.silu(gate) * up)
+        return x + _project(self.down, F.silu(gate) * up, tokens)
+
+
+def _project(module: nn.Module, x: torch.Tensor, step_rows: int) -> torch.Tensor:
+    """``module(x)`` for rows of a step ``step_rows`` wide: a DualLinear picks its path by the
+    step's width, so the last layer's kept rows of a prompt chunk keep float32 GEMM."""
+    if isinstance(module, DualLinear):
+        return module(x, step_rows)
+    return module(x)
 
 
 _ELEMENTWISE: list[Elementwise | None] = []

@@ -58,12 +58,19 @@ class CausalLM(nn.Module):
         positions: torch.Tensor,
         attention: StepAttention,
         kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+        keep: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Hidden states [T, hidden] (before the final norm) for input_ids/positions [T]."""
+        """Hidden states [T, hidden] (before the final norm) for input_ids/positions [T].
+
+        With ``keep`` (row indices), only those rows' hidden states [len(keep), hidden]: the last
+        layer stores every token's keys and values, then runs its output projection and MLP on
+        the kept rows alone (as llama.cpp does). In a prompt chunk that is one row of hundreds,
+        or none, where the chunk does not end its prompt."""
         x = self.embed(input_ids)
         cos_sin = self.rotary.tables(positions, x.dtype)
-        for layer, kv in zip(self.layers, kv_caches, strict=True):
-            x = layer(x, self.rotary, cos_sin, attention, kv)
+        last = len(self.layers) - 1
+        for index, (layer, kv) in enumerate(zip(self.layers, kv_caches, strict=True)):
+            x = layer(x, self.rotary, cos_sin, attention, kv, keep if index == last else None)
         return x
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -195,21 +195,24 @@ class ModelRunner:
         if not batch.input_ids:
             return []
         with torch.inference_mode():
-            hidden = self._forward(batch)
-            if not batch.sample_indices:
-                return []
             ends = _cumulative(batch.query_lens)
             rows = [ends[i + 1] - 1 for i in batch.sample_indices]
-            logits = self.model.logits(hidden[torch.tensor(rows, device=hidden.device)])
+            hidden = self._forward(batch, torch.tensor(rows, dtype=torch.long, device=self.device))
+            if not batch.sample_indices:
+                return []
+            logits = self.model.logits(hidden)
             bitmask = self._bitmask(batch.constraints, logits.shape[1])
             tokens = self._sample(logits, batch.sampling, batch.output_counts, bitmask)
             return [int(t) for t in tokens.cpu().tolist()]  # the one device-to-host copy per step
 
-    def _forward(self, batch: StepBatch) -> torch.Tensor:
+    def _forward(self, batch: StepBatch, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The hidden states of the step's token rows ``rows`` (those sampled from), or of every
+        token."""
         import torch
 
         if self._graphs is not None and self._graphs.fits(batch):
-            return self._graphs.run(batch)
+            hidden = self._graphs.run(batch)
+            return hidden if rows is None else hidden[rows]
         device = self.device
         ids = torch.tensor(batch.input_ids, dtype=torch.long).to(device, non_blocking=True)
         positions = torch.tensor(batch.positions, dtype=torch.long).to(device, non_blocking=True)
@@ -238,9 +241,9 @@ class ModelRunner:
             if self._fused is not None and call is not None and self._fused_takes(batch):
                 hidden = self.model.embed(ids).contiguous()
                 if self._fused(hidden, positions.int(), slots, call):
-                    return hidden
+                    return hidden if rows is None else hidden[rows]
             attention = StoreThenAttend(slots, plan)
-        return self.model(ids, positions, attention, self.kv_caches)
+        return self.model(ids, positions, attention, self.kv_caches, rows)
 
     def _fused_takes(self, batch: StepBatch) -> bool:
         """Whether the fused step runs this step: one within its rows, and with prompt chunks

@@ -270,9 +270,12 @@ class DualLinear(nn.Module):
         """The float weights (the embedding of a tied head reads them)."""
         return self._wide().weight
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [T, in] -> [T, out] in x's dtype."""
-        return self.narrow(x) if x.shape[0] <= self.max_rows else self._wide()(x)
+    def forward(self, x: torch.Tensor, step_rows: int | None = None) -> torch.Tensor:
+        """x [T, in] -> [T, out] in x's dtype. ``step_rows``, where x is some rows of a wider
+        step (the last layer's kept rows), picks the path by the step's width instead: a prompt
+        chunk's rows keep float32 GEMM."""
+        rows = x.shape[0] if step_rows is None else step_rows
+        return self.narrow(x) if rows <= self.max_rows else self._wide()(x)
 
     def _wide(self) -> FloatLinear:
         if self.wide is None:

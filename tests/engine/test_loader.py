@@ -174,6 +174,33 @@ def test_hf_folder_matches_transformers(tmp_path: Path, variant: str) -> None:
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
 
 
+def test_kept_rows_get_their_own_hidden_states_and_every_token_is_cached(tmp_path: Path) -> None:
+    """``keep``: the last layer runs its projection and MLP on the kept rows alone; their hidden
+    states are those of the full forward, and every token's keys and values are still stored."""
+    from backends.engine.attention import plan_cpu_attention
+    from backends.engine.model_runner import StoreThenAttend
+
+    loaded = load_model(write_tiny_model(tmp_path / "tiny", "llama"), weights="float32")
+    config = loaded.config
+    ids = torch.randint(0, config.vocab_size, (70,), generator=torch.Generator().manual_seed(2))
+    table = [3, 1, 4, 0, 2]
+    slots = torch.tensor([table[p // 16] * 16 + p % 16 for p in range(70)])
+    results = []
+    for keep in (None, torch.tensor([69, 5]), torch.tensor([], dtype=torch.long)):
+        cache = torch.zeros(8, 16, config.num_kv_heads, config.head_dim)
+        caches = [(cache.clone(), cache.clone()) for _ in range(config.num_layers)]
+        plan = plan_cpu_attention([70], [70], [table], 16, config.head_dim**-0.5)
+        with torch.inference_mode():
+            hidden = loaded.model(ids, torch.arange(70), StoreThenAttend(slots, plan), caches, keep)
+        results.append((hidden, caches))
+    (full, full_caches), (kept, kept_caches), (none, none_caches) = results
+    assert kept.shape == (2, config.hidden_size) and none.shape == (0, config.hidden_size)
+    torch.testing.assert_close(kept, full[[69, 5]], atol=1e-5, rtol=1e-5)
+    for caches in (kept_caches, none_caches):
+        for (k, v), (k_full, v_full) in zip(caches, full_caches, strict=True):
+            assert torch.equal(k, k_full) and torch.equal(v, v_full)
+
+
 def test_progress_bar_and_dtype(tmp_path: Path) -> None:
     folder = write_tiny_model(tmp_path / "tiny", "llama")
     loaded = load_model(folder, dtype=torch.bfloat16, show_progress=True)
