@@ -240,8 +240,8 @@ class ModelRunner:
             call = plan.native_only()
             if self._fused is not None and call is not None and self._fused_takes(batch):
                 hidden = self.model.embed(ids).contiguous()
-                if self._fused(hidden, positions.int(), slots, call):
-                    return hidden if rows is None else hidden[rows]
+                if self._fused(hidden, positions.int(), slots, call, rows):
+                    return hidden if rows is None else hidden[: rows.shape[0]]
             attention = StoreThenAttend(slots, plan)
         return self.model(ids, positions, attention, self.kv_caches, rows)
 

@@ -163,12 +163,31 @@ static void store_kv(const Model *m, const Layer *layer, const float *qkv, int r
     }
 }
 
+/* The last layer's kept rows: attention outputs and residuals of rows keep[0..kept-1]
+ * (ascending) moved to the first kept rows, in place. */
+static void keep_rows(const Model *m, const Buffers *b, const int32_t *keep, int kept) {
+    const long q_size = (long)m->heads * m->dim;
+    for (int j = 0; j < kept; j++) {
+        if (keep[j] == j) continue;
+        memcpy(b->attn + j * q_size, b->attn + keep[j] * q_size, sizeof(float) * q_size);
+        memcpy(b->residual + (long)j * m->hidden, b->residual + (long)keep[j] * m->hidden,
+               sizeof(float) * m->hidden);
+    }
+}
+
 /* Returns 0, or -1 when a shape is outside what the kernels handle (nothing is then written to
- * x; the K/V pools may hold this step's new entries, which the fallback rewrites). */
+ * x; the K/V pools may hold this step's new entries, which the fallback rewrites).
+ *
+ * keep: with kept >= 0, the rows whose hidden states are read (ascending): the last layer stores
+ * every row's keys and values, then runs its output projection and MLP on these rows alone,
+ * and x's first kept rows receive their hidden states. kept < 0: every row. */
 int decode_step(const Model *m, float *x, int rows, const int32_t *positions,
-                const int64_t *slots, const Attention *a, void *workspace, int threads) {
+                const int64_t *slots, const Attention *a, void *workspace, int threads,
+                const int32_t *keep, int kept) {
     const Buffers b = carve(m, rows, workspace);
-    const long hidden = (long)rows * m->hidden;
+    for (int j = 0; j < kept; j++)
+        if (keep[j] < j || keep[j] >= rows || (j > 0 && keep[j] <= keep[j - 1])) return -1;
+    long hidden = (long)rows * m->hidden;
     float *residual = b.residual;
     memcpy(residual, x, sizeof(float) * hidden);
     for (int r = 0; r < rows; r++) {
@@ -186,6 +205,11 @@ int decode_step(const Model *m, float *x, int rows, const int32_t *positions,
                          b.attn, a->scratch, a->seqs, a->width, m->heads, m->kv_heads, m->dim,
                          m->block_size, m->scale, threads, m->kv_half) != 0)
             return -1;
+        if (l == m->num_layers - 1 && kept >= 0) {
+            keep_rows(m, &b, keep, kept);
+            rows = kept;
+            hidden = (long)rows * m->hidden;
+        }
         if (project(&layer->o, b.attn, rows, b.proj, &b, threads) != 0) return -1;
         add_into(residual, b.proj, hidden, threads);
         rms_norm(residual, layer->post_norm, m->eps, rows, m->hidden, b.normed, threads);

@@ -133,7 +133,7 @@ class DecodeStepKernel:
         self._run = library.decode_step
         self._run.restype = ctypes.c_int
         self._run.argtypes = [ctypes.POINTER(_Model), _void, ctypes.c_int, _void, _void]
-        self._run.argtypes += [ctypes.POINTER(_Attention), _void, ctypes.c_int]
+        self._run.argtypes += [ctypes.POINTER(_Attention), _void, ctypes.c_int, _void, ctypes.c_int]
         self._workspace = library.decode_step_workspace
         self._workspace.restype = ctypes.c_long
         self._workspace.argtypes = [ctypes.POINTER(_Model), ctypes.c_int]
@@ -254,15 +254,23 @@ class BoundStep:
         return self._workspace
 
     def __call__(
-        self, x: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, call: DecodeCall
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        slots: torch.Tensor,
+        call: DecodeCall,
+        kept_rows: torch.Tensor | None = None,
     ) -> bool:
         """Run every layer over x [rows, hidden] (embeddings in, hidden states out) in place.
 
-        positions [rows] int32, slots [rows] int64; ``call`` is the step's attention plan. False
-        (x untouched) where the step is outside what the kernel handles."""
+        positions [rows] int32, slots [rows] int64; ``call`` is the step's attention plan.
+        ``kept_rows`` (ascending row indices): every row's keys and values are stored, and only
+        these rows' hidden states are computed, into x's first len(kept_rows) rows. False (x
+        untouched) where the step is outside what the kernel handles."""
         rows = x.shape[0]
         if rows > self.max_rows or x.dtype != torch.float32 or not x.is_contiguous():
             return False
+        kept = None if kept_rows is None else kept_rows.to(torch.int32).contiguous()
         attention = _Attention(
             call.tables.data_ptr(),
             call.starts.data_ptr(),
@@ -280,5 +288,7 @@ class BoundStep:
             ctypes.byref(attention),
             self._workspace_for(rows).data_ptr(),
             torch.get_num_threads(),
+            None if kept is None else kept.data_ptr(),
+            -1 if kept is None else kept.shape[0],
         )
         return status == 0
