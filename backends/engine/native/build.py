@@ -42,7 +42,7 @@ FLAGS = (
 BUILD_TIMEOUT_S = 120
 _loaded: dict[str, ctypes.CDLL | None] = {}
 # A kernel file may include sibling kernel files: ``#include "group_matmul.c"``.
-_LOCAL_INCLUDE = re.compile(rb'^#include "([a-z_]+\.c)"', re.MULTILINE)
+_LOCAL_INCLUDE = re.compile(rb'^#include "([a-z0-9_]+\.c)"', re.MULTILINE)
 
 
 def load(name: str) -> ctypes.CDLL | None:
