@@ -4,11 +4,11 @@ A decode step of one or a few sequences runs each decoder layer's ~20 small oper
 CPU PyTorch's dispatch of them costs as much as the arithmetic. ``decode_step.c`` runs the same
 layer (the same 4-bit projections, norms, rotary tables and paged attention) in one call for
 all layers. On models whose projections are all 4-bit groups under the C kernel (int4, and
-float32 over a 4-bit GGUF) and that have no q/k norms, it is used for steps that the C
-attention kernel takes whole: with int4 on the wide layout (AVX-512 VNNI) every step, prompt
-chunks included; with float32 over such groups decode steps of up to WIDE_DUAL_MAX_ROWS rows;
-elsewhere steps of up to DUAL_MAX_ROWS, as far as the 4-bit path goes anyway. Anything else
-keeps the PyTorch path.
+float32 over a 4-bit GGUF) or all bfloat16 under the AVX512-BF16 kernel (Bf16Linear), and that
+have no q/k norms, it is used for steps that the C attention kernel takes whole: with int4 on
+the wide layout (AVX-512 VNNI) and with bfloat16 every step, prompt chunks included; with
+float32 over such groups decode steps of up to WIDE_DUAL_MAX_ROWS rows; elsewhere steps of up
+to DUAL_MAX_ROWS, as far as the 4-bit path goes anyway. Anything else keeps the PyTorch path.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
+from backends.engine.bf16_linear import Bf16Linear
 from backends.engine.quant import DUAL_MAX_ROWS, WIDE_DUAL_MAX_ROWS, DualLinear, Int4Linear
 
 # The fused call's widest step on the wide layout: any step the scheduler makes (prompt chunks
@@ -73,17 +74,19 @@ def bind_fused_step(
 
 def _max_rows(model: CausalLM) -> int:
     """The widest step the fused call takes: any (WIDE_MAX_ROWS, prompt chunks too) where every
-    projection is 4-bit groups with the wide layout; WIDE_DUAL_MAX_ROWS of decode rows for
-    float32's copies of such groups (the wide kernel beats float32 GEMM at every width,
-    bench/wide_kernels.py; the PyTorch layers keep DualLinear's 16 rows, so prompt chunks keep
-    float32 GEMM and its exact logits); else as wide as the 4-bit path beats float32 GEMM without
-    the wide kernel (DUAL_MAX_ROWS)."""
+    projection is 4-bit groups with the wide layout, or bfloat16 under its kernel;
+    WIDE_DUAL_MAX_ROWS of decode rows for float32's copies of such groups (the wide kernel beats
+    float32 GEMM at every width, bench/wide_kernels.py; the PyTorch layers keep DualLinear's 16
+    rows, so prompt chunks keep float32 GEMM and its exact logits); else as wide as the 4-bit
+    path beats float32 GEMM without the wide kernel (DUAL_MAX_ROWS)."""
     projections = [
         projection
         for layer in cast("list[DecoderLayer]", list(model.layers))
         for projection in (layer.qkv, layer.o_proj, layer.gate_up, layer.down)
     ]
     if all(isinstance(m, Int4Linear) and m.columns is not None for m in projections):
+        return WIDE_MAX_ROWS
+    if all(isinstance(m, Bf16Linear) for m in projections):
         return WIDE_MAX_ROWS
     duals = [m for m in projections if isinstance(m, DualLinear)]
     if len(duals) == len(projections) and all(
@@ -94,15 +97,17 @@ def _max_rows(model: CausalLM) -> int:
 
 
 def _projection(module: nn.Module) -> Projection | None:
-    """A projection's 4-bit groups as the C kernel holds them, or None if it has none."""
+    """A projection's 4-bit groups (or bfloat16 blocks) as the C kernel holds them, or None."""
     from backends.engine.native.decode_step import Projection
-
-    narrow = module.narrow if isinstance(module, DualLinear) else module
-    if not isinstance(narrow, Int4Linear) or narrow.kernel is None:
-        return None
 
     def data(tensor: torch.Tensor | None) -> torch.Tensor | None:
         return None if tensor is None else tensor.data.float().contiguous()
+
+    if isinstance(module, Bf16Linear):
+        return Projection(None, None, None, bias=data(module.bias), bf16=module.packed.data)
+    narrow = module.narrow if isinstance(module, DualLinear) else module
+    if not isinstance(narrow, Int4Linear) or narrow.kernel is None:
+        return None
 
     return Projection(
         narrow.packed.data,

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from agent.errors import UserError
+from backends.engine.bf16_linear import Bf16Linear
 from backends.engine.wide_groups import WideGroups
 
 if TYPE_CHECKING:
@@ -374,6 +375,10 @@ def make_linear(parts: list[Weight], biases: list[torch.Tensor] | None, weights:
         return Int4Linear(Int4Linear.quantize(dense), bias)
     if weights in QUANTIZED:
         return Int8Linear.quantize(dense, bias)
+    if weights == "bfloat16":
+        kernel_linear = Bf16Linear.of(dense.to(torch.bfloat16), bias)
+        if kernel_linear is not None:
+            return kernel_linear
     dtype = getattr(torch, weights)
     return FloatLinear(dense.to(dtype), None if bias is None else bias.to(dtype))
 
@@ -382,10 +387,12 @@ class Embedding(nn.Module):
     """Token embeddings; a quantized table is the int8 LM head's rows, shared when tied."""
 
     def __init__(
-        self, table: torch.Tensor | Int8Linear | Int8GroupLinear, dtype: torch.dtype
+        self, table: torch.Tensor | Int8Linear | Int8GroupLinear | Bf16Linear, dtype: torch.dtype
     ) -> None:
         super().__init__()
-        self.quantized = table if isinstance(table, Int8Linear | Int8GroupLinear) else None
+        # A head whose layout is not a plain table (int8, or bfloat16's blocks) gives its rows.
+        tables = Int8Linear | Int8GroupLinear | Bf16Linear
+        self.quantized = table if isinstance(table, tables) else None
         # A tied table is the head's own Parameter: shared, not copied (nor counted twice).
         self.weight: torch.Tensor | None = None
         if isinstance(table, torch.Tensor):
@@ -426,7 +433,7 @@ def head_and_embedding(
         narrow_rows = DUAL_MAX_ROWS if exact.columns is None else WIDE_DUAL_MAX_ROWS
         lm_head = DualLinear(lm_head, exact, narrow_rows)
     if head is None:
-        if isinstance(lm_head, Int8Linear | Int8GroupLinear):
+        if isinstance(lm_head, Int8Linear | Int8GroupLinear | Bf16Linear):
             return lm_head, Embedding(lm_head, dtype)
         if isinstance(lm_head, FloatLinear | DualLinear):
             return lm_head, Embedding(lm_head.weight, dtype)

@@ -1,9 +1,10 @@
 """The fused C step (every layer in one call) against the engine's PyTorch layers.
 
 On the bundled model, with and without the shipped LoRA adapter, float32 (decode on the 4-bit
-copy) and int4: the same logits to float rounding and the same greedy tokens, for single
-decodes, several sequences at once, and short runs of forced tokens; and on the wide layout,
-prompt chunks too, their attention in tiles.
+copy), int4 and bfloat16 (on its AVX512-BF16 kernel, where this CPU has one): the same logits
+to float rounding and the same greedy tokens, for single decodes, several sequences at once,
+and short runs of forced tokens; and on the wide layout (and bfloat16's kernel), prompt chunks
+too, their attention in tiles.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def run_plan(runner: ModelRunner, fused: bool) -> tuple[list[list[int]], list[An
 
 
 @pytest.mark.parametrize(
-    ("weights", "adapter"), [("float32", True), ("float32", False), ("int4", True)]
+    ("weights", "adapter"),
+    [("float32", True), ("float32", False), ("int4", True), ("bfloat16", True)],
 )
 def test_fused_step_matches_the_pytorch_layers(weights: str, adapter: bool) -> None:
     runner = make_runner(weights, adapter)
@@ -111,10 +113,11 @@ def test_fused_step_matches_the_pytorch_layers(weights: str, adapter: bool) -> N
     runner.close()
 
 
-@pytest.mark.parametrize("weights", ["float32", "int4"])
+@pytest.mark.parametrize("weights", ["float32", "int4", "bfloat16"])
 def test_a_prompt_chunk_takes_the_fused_step_only_on_the_wide_layout(weights: str) -> None:
     runner = make_runner(weights, adapter=False)
     assert runner._fused is not None
+    # bfloat16 runs on its AVX512-BF16 kernel wherever it has a fused step
     wide = all(
         m.columns is not None for m in runner.model.modules() if isinstance(m, Int4Linear)
     ) and not any(isinstance(m, DualLinear) for m in runner.model.modules())

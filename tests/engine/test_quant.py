@@ -11,6 +11,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from agent.errors import ConfigError, UserError  # noqa: E402
 from backends.default_model import default_model_path  # noqa: E402
+from backends.engine.bf16_linear import Bf16Linear, bf16_kernel  # noqa: E402
 from backends.engine.config import EngineSettings  # noqa: E402
 from backends.engine.gguf_weights import dequantize_tensor, group_quantized, open_gguf  # noqa: E402
 from backends.engine.quant import (  # noqa: E402
@@ -69,7 +70,10 @@ def test_make_linear_storage_and_int4_fallback() -> None:
     assert isinstance(make_linear(parts, None, "int4"), Int4Linear)  # 96 is 3 groups of 32
     assert isinstance(make_linear([torch.randn(8, 40)], None, "int4"), Int8Linear)  # 40 is not
     fused = make_linear(parts, [torch.zeros(64), torch.ones(32)], "bfloat16")
-    assert isinstance(fused, FloatLinear) and fused.weight.dtype == torch.bfloat16
+    if bf16_kernel() is not None:  # AVX512-BF16: the kernel's own layout
+        assert isinstance(fused, Bf16Linear)
+    else:
+        assert isinstance(fused, FloatLinear) and fused.weight.dtype == torch.bfloat16
     out = fused(torch.zeros(2, 96))
     assert out.dtype == torch.float32 and out[:, 64:].eq(1).all() and out[:, :64].eq(0).all()
 

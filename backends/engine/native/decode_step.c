@@ -8,7 +8,7 @@
  * the down projection and residual, all on buffers carved once from one workspace.
  *
  * The projections are the 4-bit groups the PyTorch path runs (Int4Linear, in wide_matmul.c's
- * layout where the CPU has AVX-512 VNNI), with their bias and
+ * layout where the CPU has AVX-512 VNNI), or its bfloat16 weights (Bf16Linear), with their bias and
  * LoRA factors (y += (x down^T) up^T) where present; the arithmetic matches it operation for
  * operation, up to the order of float sums.
  *
@@ -18,6 +18,7 @@
  * K/V pools [blocks, block_size, kv_heads, dim] (float32, or float16: kv_half); attention's
  * tables, starts and lengths as in paged_decode.c.
  */
+#include "bf16_matmul.c"
 #include "elementwise.c"
 #include "paged_decode.c"
 #include "wide_matmul.c"
@@ -29,6 +30,9 @@ typedef struct {
      * scale, low [out / 16, cols / 32, 16]. */
     const uint8_t *wide;
     const float *wide_scale, *wide_low;
+    /* bfloat16 weights instead of groups (packed, scale and low NULL), in bf16_matmul.c's
+     * layout [out / 16, cols / 2, 16, 2], or NULL. */
+    const uint16_t *bf16;
     const float *bias; /* [out] or NULL */
     const float *down, *up; /* LoRA [rank, cols], [out, rank], or NULL */
     int out, cols, rank;
@@ -95,9 +99,12 @@ static Buffers carve(const Model *m, int rows, void *workspace) {
     return b;
 }
 
-/* y [rows, out] = x [rows, cols] W^T over the 4-bit groups, in the wide layout where built. */
+/* y [rows, out] = x [rows, cols] W^T over the 4-bit groups, in the wide layout where built,
+ * or over the bfloat16 weights (the activations rounded to bfloat16 in xq's space). */
 static int group_product(const Projection *p, const float *x, int rows, float *y,
                          const Buffers *b, int threads) {
+    if (p->bf16 != NULL)
+        return bf16_matmul(x, p->bf16, y, (uint16_t *)b->xq, rows, p->cols, p->out, threads);
 #if PAIRS
     if (p->wide != NULL)
         return wide_q4_matmul(x, p->wide, p->wide_scale, p->wide_low, y, b->xq, b->xs, b->xsum,

@@ -1,8 +1,8 @@
 """Every decoder layer of a short step in one C call (``decode_step.c``), through ctypes.
 
-The caller hands over the tensors once (:meth:`DecodeStepKernel.bind`): 4-bit projections,
-norms, rotary tables and K/V pools. Each step then costs one call for all layers instead of
-hundreds of PyTorch operators.
+The caller hands over the tensors once (:meth:`DecodeStepKernel.bind`): 4-bit (or bfloat16)
+projections, norms, rotary tables and K/V pools. Each step then costs one call for all layers
+instead of hundreds of PyTorch operators.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class _Projection(ctypes.Structure):
         ("wide", _void),
         ("wide_scale", _void),
         ("wide_low", _void),
+        ("bf16", _void),
         ("bias", _void),
         ("down", _void),
         ("up", _void),
@@ -87,16 +88,27 @@ class _Attention(ctypes.Structure):
 
 @dataclass(slots=True)
 class Projection:
-    """One 4-bit projection as Int4Linear holds it (GroupMatmul.pack layout)."""
+    """One 4-bit projection as Int4Linear holds it (GroupMatmul.pack layout), or a bfloat16 one
+    as Bf16Linear holds it (``bf16``; the group tensors None)."""
 
-    packed: torch.Tensor  # uint8 [out, cols / 32, 16]
-    scale: torch.Tensor  # float32 [out, cols / 32]
-    low: torch.Tensor
+    packed: torch.Tensor | None  # uint8 [out, cols / 32, 16]
+    scale: torch.Tensor | None  # float32 [out, cols / 32]
+    low: torch.Tensor | None
     bias: torch.Tensor | None = None  # float32 [out]
     down: torch.Tensor | None = None  # LoRA float32 [rank, cols]
     up: torch.Tensor | None = None  # float32 [out, rank]
     # The same groups as WideGroups holds them (WideMatmul.pack4 and pack_scales), or None.
     wide: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    bf16: torch.Tensor | None = None  # int16 bits of bfloat16 [out / 16, cols / 2, 16, 2]
+
+    def shape(self) -> tuple[int, int]:
+        """The weight's [out, cols]."""
+        if self.bf16 is not None:
+            return self.bf16.shape[0] * 16, self.bf16.shape[1] * 2
+        if self.scale is None:
+            raise ValueError("a projection needs 4-bit groups or bfloat16 weights")
+        out, groups = self.scale.shape
+        return out, groups * 32
 
 
 @dataclass(slots=True)
@@ -169,7 +181,7 @@ class DecodeStepKernel:
 
         def projection(p: Projection) -> _Projection:
             rank = 0 if p.down is None else p.down.shape[0]
-            out, groups = p.scale.shape
+            out, cols = p.shape()
             wide, wide_scale, wide_low = p.wide or (None, None, None)
             return _Projection(
                 pointer(p.packed, torch.uint8),
@@ -178,11 +190,12 @@ class DecodeStepKernel:
                 pointer(wide, torch.uint8),
                 pointer(wide_scale),
                 pointer(wide_low),
+                pointer(p.bf16, torch.int16),
                 pointer(p.bias),
                 pointer(p.down),
                 pointer(p.up),
                 out,
-                groups * 32,
+                cols,
                 rank,
             )
 
