@@ -21,6 +21,7 @@ from torch import nn
 
 from agent.errors import UserError
 from backends.engine.bf16_linear import Bf16Linear
+from backends.engine.float32_gemm import float32_linear
 from backends.engine.wide_groups import WideGroups
 
 if TYPE_CHECKING:
@@ -139,6 +140,8 @@ class FloatLinear(nn.Module):
         return torch.cat([self._linear(chunk) for chunk in x.split(BF16_ROWS)])[:rows]
 
     def _linear(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == self.weight.dtype == torch.float32 and x.device.type == "cpu":
+            return float32_linear(x, self.weight, self.bias)
         if x.dtype == self.weight.dtype:
             return F.linear(x, self.weight, self.bias)
         bias = None if self.bias is None else self.bias.to(self.weight.dtype)
