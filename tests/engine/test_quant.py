@@ -110,3 +110,16 @@ def test_a_q8_0_head_keeps_its_groups_under_the_quantized_choices(weights: str) 
         torch.randn(64, 128, generator=generator), None, weights, torch.float32
     )
     assert isinstance(other, Int8Linear)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 17, 300])
+def test_float32_gemm_matches_f_linear_on_either_library(rows: int) -> None:
+    """oneDNN off Intel CPUs, MKL on them: the same product up to the order of float sums."""
+    from backends.engine.float32_gemm import float32_linear
+
+    generator = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 576, generator=generator)
+    w, b = torch.randn(192, 576, generator=generator), torch.randn(192, generator=generator)
+    out = float32_linear(x, w, b)
+    assert out.shape == (rows, 192) and out.dtype == torch.float32
+    torch.testing.assert_close(out, F.linear(x, w, b), atol=2e-4, rtol=1e-5)
