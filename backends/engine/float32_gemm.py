@@ -11,22 +11,12 @@ a tied LM head still shares its table with the embedding.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
 
+from backends.engine.native.build import cpu_vendor
+
 _CHOICE: list[bool] = []
-
-
-def _vendor() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 def onednn_float32() -> bool:
@@ -34,7 +24,7 @@ def onednn_float32() -> bool:
     if not _CHOICE:
         op = getattr(torch.ops.mkldnn, "_linear_pointwise", None)
         usable = op is not None and torch.backends.mkldnn.is_available()
-        _CHOICE.append(usable and _vendor() not in ("", "GenuineIntel"))
+        _CHOICE.append(usable and cpu_vendor() not in ("", "GenuineIntel"))
     return _CHOICE[0]
 
 

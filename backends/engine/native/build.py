@@ -111,13 +111,24 @@ def _compiler_version(compiler: str) -> str:
 
 def cpu_flags() -> str:
     """The CPU's feature flags (what ``-march=native`` compiles for), where Linux lists them."""
+    return _cpuinfo_line(("flags", "Features")) or platform.processor()
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor as Linux names it (``GenuineIntel``, ``AuthenticAMD``), or ""."""
+    line = _cpuinfo_line(("vendor_id",))
+    return line.split(":", 1)[1].strip() if ":" in line else ""
+
+
+def _cpuinfo_line(keys: tuple[str, ...]) -> str:
+    """The first line of /proc/cpuinfo that starts with one of ``keys``, or ""."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
+            if line.startswith(keys):
                 return line
     except OSError:
         pass
-    return platform.processor()
+    return ""
 
 
 def _compile(sources: dict[str, bytes], compiler: str, library: Path) -> bool:
