@@ -40,8 +40,9 @@ def main() -> None:
     onednn = torch.ops.mkldnn._linear_pointwise
     with torch.inference_mode():
         for n, k in SHAPES:
-            copies = max(1, -(-(args.cache_mib << 20) // (n * k * 4)))
-            dense = [torch.randn(n, k) * 0.05 for _ in range(min(copies, 8))]
+            # enough bfloat16 copies to fill --cache-mib (the float32 ones are twice the bytes)
+            copies = max(1, -(-(args.cache_mib << 20) // (n * k * 2)))
+            dense = [torch.randn(n, k) * 0.05 for _ in range(copies)]
             half = [FloatLinear(w.bfloat16()) for w in dense]
             packed = [kernel.pack(w.bfloat16()) for w in dense] if kernel else []
             for rows in ROWS:
