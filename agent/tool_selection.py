@@ -4,7 +4,9 @@ A 135M model choosing among sixteen tools picks badly; choosing among three it m
 right. Before each request, :class:`LexicalToolSelector` scores every tool's name and
 description against the user's latest message (words weighted by how rare they are among the
 tools, so "file" counts for little and "lines" for much) and keeps the best ``k``. Tools named
-in ``always`` (the answer tool) are offered too; when no tool matches any word of the
+in ``general`` (a tool that composes a command, for whatever no narrow tool does) are offered
+beside them whenever any tool matches. Tools named in ``always`` (the answer tool) are offered
+too; when no tool matches any word of the
 message (a greeting, a general question), only they are. With ``look_first``, a message that
 does match a tool may not call an ``always`` tool in the first reply: the model looks before it
 answers. That tool is still shown (only the grammar holds it back), so every step of a task
@@ -105,6 +107,8 @@ class LexicalToolSelector:
 
     k: int = 3
     always: Sequence[str] = ()
+    general: Sequence[str] = ()
+    never: Sequence[str] = ()  # tools switched off for this model
     relative: float = 0.5  # a tool must score at least this share of the best tool's score
     look_first: bool = False
 
@@ -119,22 +123,26 @@ class LexicalToolSelector:
         """The tools to show, and the names among them the model may call (None: all)."""
         query = next((m.content for m in reversed(messages) if m.role == "user"), None)
         if not isinstance(query, str):
-            return specs, None
+            return [s for s in specs if s.function.name not in self.never], None
         terms = set(words(query))
+        specs = [s for s in specs if s.function.name not in self.never]
         docs = {s.function.name: set(words(_document(s))) for s in specs}
         scores = {name: _score(terms, doc, docs) for name, doc in docs.items()}
-        best = max((v for n, v in scores.items() if n not in self.always), default=0.0)
+        fixed = {*self.always, *self.general}
+        best = max((v for n, v in scores.items() if n not in fixed), default=0.0)
         ranked = sorted(
             (
                 s
                 for s in specs
-                if s.function.name not in self.always
+                if s.function.name not in fixed
                 and scores[s.function.name] > 0
                 and scores[s.function.name] >= self.relative * best
             ),
             key=lambda s: -scores[s.function.name],
         )
         keep = {s.function.name for s in ranked[: self.k]}
+        if keep or any(scores.get(name, 0) > 0 for name in self.general):
+            keep |= {name for name in self.general if name in scores}
         first_reply = bool(messages) and messages[-1].role == "user"
         shown = [s for s in specs if s.function.name in keep | set(self.always)]
         if self.look_first and first_reply and keep:

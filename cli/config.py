@@ -56,6 +56,7 @@ class SmallModelSettings(BaseModel):
     select_tools: int = Field(default=3, ge=0)  # offer only the best-matching N tools (0: all)
     repeat_guard: bool = True  # a repeated call is not run again; the answer tool comes next
     look_first: bool = True  # a task that matches a tool starts with a tool, not the answer
+    command_tool: bool = True  # offer run_command beside the narrow tools whenever one matches
 
 
 class Settings(BaseModel):

@@ -23,6 +23,7 @@ from cli.config import Settings, SmallModelSettings
 from sandbox.secrets import Redactor, find_secrets
 from skills.guard import Approver
 from skills.simple import ANSWER_TOOL
+from skills.simple_command import COMMAND_TOOL
 
 
 def backend_factories() -> dict[str, Any]:
@@ -126,7 +127,11 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
         answer_tool=ANSWER_TOOL if small.answer_tool and toolbox.get(ANSWER_TOOL) else None,
         select_tools=(
             LexicalToolSelector(
-                small.select_tools, always=[ANSWER_TOOL], look_first=small.look_first
+                small.select_tools,
+                always=[ANSWER_TOOL],
+                general=[COMMAND_TOOL] if small.command_tool else [],
+                never=[] if small.command_tool else [COMMAND_TOOL],
+                look_first=small.look_first,
             )
             if small.select_tools
             else None

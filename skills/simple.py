@@ -27,6 +27,7 @@ from sandbox.runner import CommandResult
 from skills.context import SkillContext
 from skills.files import _read_text, _write_text
 from skills.guard import with_rule
+from skills.simple_command import make_command_tool
 
 MAX_SHOWN = 4000
 ANSWER_TOOL = "answer"
@@ -231,5 +232,6 @@ def make_simple_tools(context: SkillContext) -> list[Tool]:
         write(copy_file, "to"),
         write(delete_file),
         write(make_folder),
+        make_command_tool(context),
         ruled(answer, ANSWER_TOOL, "read", None),
     ]

@@ -390,3 +390,13 @@ FAMILIES: dict[str, Generator] = {
     "compare": compare,
     "chat": chat,
 }
+
+
+def _all_families() -> dict[str, Generator]:
+    from cli.evals.generators.families_change import CHANGE_FAMILIES
+    from cli.evals.generators.families_read import READ_FAMILIES
+
+    return {**FAMILIES, **READ_FAMILIES, **CHANGE_FAMILIES}
+
+
+FAMILIES = _all_families()
