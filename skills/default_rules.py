@@ -27,6 +27,10 @@ SHELL_RULES = DefaultRules(
         "shell(du *)",
         "shell(diff *)",
         "shell(which *)",
+        "shell(sort *)",
+        "shell(uniq *)",
+        "shell(cut *)",
+        "shell(nl *)",
         "shell(git status*)",
         "shell(git diff*)",
         "shell(git log*)",
@@ -46,6 +50,8 @@ SHELL_RULES = DefaultRules(
         "shell(* --ext-diff *)",
         "shell(tail * -f *)",
         "shell(tail * --follow* *)",
+        "shell(sort * -o *)",
+        "shell(sort * --output*)",
     ],
     deny=[
         # Deleting the root or the home folder.
