@@ -59,6 +59,39 @@ def step_examples(steps: Iterable[tuple[ChatRequest, AssistantMessage]]) -> list
     return examples
 
 
+def run_example(steps: list[tuple[ChatRequest, AssistantMessage]]) -> list[dict[str, Any]]:
+    """A whole run as one example, every turn of it trained, where that is the same data.
+
+    Every request of a run shows the same system prompt and tools and resends the history, so
+    each step's example is a prefix of the next one's. Training the last step's example with all
+    of the run's own turns weighted (the worked examples before the user's message stay at
+    weight 0) teaches the same turns at about half the cost of one example per step. Where a
+    step is not a prefix of the next, the steps stay separate examples.
+    """
+    examples = step_examples(steps)
+    if len(examples) < 2 or not _prefixes(examples):
+        return examples
+    merged = examples[-1]
+    messages = merged["messages"]
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    for m in messages[last_user + 1 :]:
+        m.pop("weight", None)
+    return [merged]
+
+
+def _prefixes(examples: list[dict[str, Any]]) -> bool:
+    def bare(m: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in m.items() if k != "weight"}
+
+    for shorter, longer in zip(examples, examples[1:], strict=False):
+        a, b = shorter["messages"], longer["messages"]
+        if shorter.get("tools") != longer.get("tools") or len(a) > len(b):
+            return False
+        if any(bare(x) != bare(y) for x, y in zip(a, b, strict=False)):
+            return False
+    return True
+
+
 def gold_settings(settings: Settings) -> Settings:
     """The settings a gold run uses: the small-model profile the embedded model runs with."""
     return settings.model_copy(update={"profile": "small"})
@@ -78,8 +111,8 @@ def run_gold(
         result = run_task(Variant("gold", settings, backend), suite, task, 0)
         if progress is not None:
             progress(result)
-        steps = zip(backend.requests, turns, strict=False)
-        yield GoldRun(result, step_examples(steps) if result.passed else [])
+        steps = list(zip(backend.requests, turns, strict=False))
+        yield GoldRun(result, run_example(steps) if result.passed else [])
 
 
 def example_lines(runs: Iterator[GoldRun]) -> Iterator[str]:
