@@ -300,8 +300,8 @@ def test_untouched_workspace_fails(task_id: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("task_id", [t for t, r in REFS.items() if r.wrong or r.wrong_command])
 def test_careless_solutions_fail(task_id: str, tmp_path: Path) -> None:
     task, ref = TASKS[task_id], REFS[task_id]
-    for wrong in ref.wrong:
-        workspace = _workspace(task, tmp_path / f"answer-{ref.wrong.index(wrong)}")
+    for index, wrong in enumerate(ref.wrong):
+        workspace = _workspace(task, tmp_path / f"answer-{index}")
         assert failures(task.check, workspace, wrong, tool_calls=1), wrong
     if ref.wrong_command is not None:
         workspace = _workspace(task, tmp_path / "command")
