@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from agent.errors import UserError
 from cli.evals.generators.base import Generated
+from cli.evals.generators.catalogue import held_out_families
 from cli.evals.generators.families import FAMILIES
 from cli.evals.suite import Suite, Task
 
@@ -45,6 +46,10 @@ def generate(
     tasks it is measured on. Repeats among generated tasks are allowed (greetings are few).
     """
     chosen = list(families) if families is not None else list(FAMILIES)
+    held = [f for f in chosen if f in held_out_families()]
+    if held:
+        # Training on a held-out family would void what evals/unseen.yaml measures.
+        raise UserError(f"{held[0]} is held out for evals/unseen.yaml and is never generated")
     unknown = [f for f in chosen if f not in FAMILIES]
     if unknown or not chosen:
         raise UserError(
