@@ -5,7 +5,9 @@ right. Before each request, :class:`LexicalToolSelector` scores every tool's nam
 description against the user's latest message (words weighted by how rare they are among the
 tools, so "file" counts for little and "lines" for much) and keeps the best ``k``. Tools named
 in ``general`` (a tool that composes a command, for whatever no narrow tool does) are offered
-beside them whenever any tool matches. Tools named in ``always`` (the answer tool) are offered
+beside them whenever any tool matches, or the message names a file or folder that a tool's
+arguments offer (an ``enum`` of the workspace's files): a question about a named file is work
+for tools even when its words ("largest", "average") are in no tool's description. Tools named in ``always`` (the answer tool) are offered
 too; when no tool matches any word of the
 message (a greeting, a general question), only they are. With ``look_first``, a message that
 does match a tool may not call an ``always`` tool in the first reply: the model looks before it
@@ -141,13 +143,26 @@ class LexicalToolSelector:
             key=lambda s: -scores[s.function.name],
         )
         keep = {s.function.name for s in ranked[: self.k]}
-        if keep or any(scores.get(name, 0) > 0 for name in self.general):
+        if keep or _names_a_choice(query, specs) or any(scores.get(n, 0) > 0 for n in self.general):
             keep |= {name for name in self.general if name in scores}
         first_reply = bool(messages) and messages[-1].role == "user"
         shown = [s for s in specs if s.function.name in keep | set(self.always)]
         if self.look_first and first_reply and keep:
             return shown, [s.function.name for s in shown if s.function.name in keep]
         return shown, None
+
+
+def _names_a_choice(query: str, specs: list[ToolSpec]) -> bool:
+    """Whether the message names one of the values a tool's arguments are limited to."""
+    text = query.lower()
+    for spec in specs:
+        properties = (spec.function.parameters or {}).get("properties", {})
+        for prop in properties.values():
+            for value in prop.get("enum", ()) if isinstance(prop, dict) else ():
+                name = str(value).lower().rstrip("/")
+                if len(name) > 2 and re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text):
+                    return True
+    return False
 
 
 def _document(spec: ToolSpec) -> str:

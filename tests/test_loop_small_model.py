@@ -145,6 +145,33 @@ def test_tool_selection_offers_the_matching_tools_and_only_the_answer_for_chat()
     ]
 
 
+def run_command(command: str) -> str:
+    """Run a shell command line."""
+    return command
+
+
+def test_the_general_tool_comes_with_any_match_or_a_named_file_and_never_for_chat() -> None:
+    specs = Toolbox([function_tool(f) for f in (count_lines, run_command, answer)]).specs()
+    # The workspace's files, as the toolbox offers them to a grammar-constrained model.
+    specs[0].function.parameters["properties"]["path"]["enum"] = ["nums.txt", "docs/"]
+    select = LexicalToolSelector(k=1, always=["answer"], general=["run_command"])
+
+    def pick(text: str) -> list[str]:
+        return [t.function.name for t in select([UserMessage(content=text)], specs)]
+
+    assert pick("how many lines in x?") == ["count_lines", "run_command", "answer"]
+    # No tool's words match "largest number", but the message names a workspace file.
+    assert pick("What is the largest number in nums.txt?") == ["run_command", "answer"]
+    assert pick("what is in docs?") == ["run_command", "answer"]
+    # A name that is only part of a longer word is not the file.
+    assert pick("tell me about bignums.txt2 and wordocs") == ["answer"]
+    assert pick("hi there!") == ["answer"]
+    never = LexicalToolSelector(k=1, always=["answer"], never=["run_command"])
+    assert [t.function.name for t in never([UserMessage(content="nums.txt?")], specs)] == [
+        "answer"
+    ]
+
+
 def test_examples_are_sent_as_turns_after_the_system_prompt_and_never_saved() -> None:
     prompt = parse_prompt(
         "---\nid: t\nversion: 3\n---\nBe brief.\n\n## example\nuser: count x\n"
