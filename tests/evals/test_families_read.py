@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from agent.messages import ChatRequest
+from agent.messages import ChatRequest, ToolMessage
 from backends.fake import FakeBackend
 from cli.config import load_settings
 from cli.evals.checks import failures
@@ -75,3 +75,7 @@ def test_gold_passes_with_offered_tools_and_the_start_fails(
         assert len(backend.requests) == len(tools)
         for request, tool in zip(backend.requests, tools, strict=True):
             assert tool in _offered(request), (gold.prompt, tool, sorted(_offered(request)))
+        # The answer the generator computed is what the real command printed.
+        seen = backend.requests[-1].messages[-1]
+        assert isinstance(seen, ToolMessage)
+        assert re.search(gold.check.answer_regex or "", seen.content), (gold.prompt, seen.content)

@@ -200,7 +200,7 @@ def _table(
 ) -> tuple[str, list[str], list[str], list[list[int]]]:
     """A CSV's name, its header, its row names and its numbers (values of 1 to 3 digits)."""
     name = rng.choice(["sales", "scores", "stock", "team", "orders", "stats"]) + ".csv"
-    header = [rng.choice(["name", "item", "who"]), *rng.sample(COLUMNS, columns)]
+    header = [rng.choice(["name", "who", "person"]), *rng.sample(COLUMNS, columns)]
     who = rng.sample(NAMES, rows)
     values = [[rng.choice([rng.randint(1, 9), rng.randint(10, high)]) for _ in range(columns)]]
     values += [[rng.randint(1, high) for _ in range(columns)] for _ in range(rows - 1)]
@@ -592,10 +592,10 @@ def calc_expression(rng: random.Random) -> Generated:
     """An arithmetic expression with several operations on numbers of two or three digits."""
     while True:
         a, b, c = rng.randint(12, 999), rng.randint(11, 99), rng.randint(10, 999)
-        expr, value = rng.choice(
-            [(f"{a} * {b} + {c}", a * b + c), (f"{a} * {b} - {c}", a * b - c),
-             (f"({a} + {c}) * {b}", (a + c) * b)]
-        )  # fmt: skip
+        forms = {f"{a} * {b} + {c}": a * b + c, f"{a} * {b} - {c}": a * b - c}
+        forms[f"({a} + {c}) * {b}"] = (a + c) * b
+        expr = rng.choice(list(forms))
+        value = forms[expr]
         prompt = pick(
             rng,
             f"Compute {expr}.",
