@@ -88,7 +88,7 @@ QUESTIONS = (
     (
         "Which gas do plants take in from the air?",
         "Plants take in carbon dioxide (CO2).",
-        r"(?i)\b(?:carbon dioxide|CO2)\b",
+        r"\b(?:carbon dioxide|CO2)\b",
     ),
     (
         "What is the freezing point of water in Fahrenheit?",
@@ -207,7 +207,7 @@ def general_question(rng: random.Random) -> Generated:
         "general-question",
         _styled(rng, question),
         {},
-        Check(answer_regex=regex, max_calls=0),
+        Check(answer_regex=f"(?i){regex}", max_calls=0),
         [],
         answer,
     )

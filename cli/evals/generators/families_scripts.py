@@ -176,17 +176,17 @@ def python_oneliner(rng: random.Random) -> Generated:
         )
         check, answer = rf"\b{want}\b", f"'{text}' is {want} characters long."
     elif kind == "letter":
-        word = rng.choice([w for w in WORDS if any(w.count(c) > 1 for c in w)])
-        letter = rng.choice([c for c in word if word.count(c) > 1])
-        want = str(word.count(letter))
-        program = f'print("{word}".count("{letter}"))'
+        text = " ".join(rng.sample(WORDS, rng.randint(2, 3)))
+        letter = rng.choice([c for c in text if c != " " and text.count(c) > 1])
+        want = str(text.count(letter))
+        program = f'print("{text}".count("{letter}"))'
         prompt = pick(
             rng,
-            f"Use python to count how often the letter {letter} occurs in {word}.",
-            f"how many times does the letter {letter} appear in {word}? compute it with python",
-            f"Count the letter {letter} in '{word}' with a python one-liner.",
+            f"Use python to count how often the letter {letter} occurs in '{text}'.",
+            f"how many times does the letter {letter} appear in '{text}'? compute it with python",
+            f"Count the letter {letter} in '{text}' with a python one-liner.",
         )
-        check, answer = rf"\b{want}\b", f"The letter {letter} occurs {want} times in {word}."
+        check, answer = rf"\b{want}\b", f"The letter {letter} occurs {want} times in '{text}'."
     else:
         items = rng.sample(WORDS + NAMES, rng.randint(3, 5))
         while items == sorted(items):
