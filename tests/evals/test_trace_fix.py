@@ -153,3 +153,39 @@ def test_a_hand_edit_is_checked_then_stored_as_a_good_run(tmp_path: Path) -> Non
 
     neither = _agent(tmp_path, "traces", "fix", original)
     assert neither.returncode == 2 and "give one of --script" in neither.stderr
+
+
+def test_an_edit_is_refused_for_each_thing_a_run_cannot_hold() -> None:
+    from cli.trace_edit import edit_problem
+
+    tools = [{"type": "function", "function": {"name": n}} for n in ("count_lines", "answer")]
+
+    def call(name: str, arguments: str, call_id: str = "c1") -> dict[str, object]:
+        function = {"name": name, "arguments": arguments}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+        }
+
+    user = {"role": "user", "content": "How many lines are in notes.txt?"}
+    result = {"role": "tool", "tool_call_id": "c1", "name": "count_lines", "content": "3 lines"}
+    answer = call("answer", '{"text": "3"}', "c2")
+    assert (
+        edit_problem({"messages": [user, call("count_lines", "{}"), result, answer]}, tools) is None
+    )
+    cases = {
+        "tool result without its call": [user, result, answer],
+        "tool call without its result": [user, call("count_lines", "{}"), answer],
+        "not valid JSON": [user, call("count_lines", "{oops"), result, answer],
+        "must be a JSON object": [user, call("count_lines", "[1]"), result, answer],
+        "the last message must be the assistant's answer": [
+            user,
+            call("count_lines", "{}"),
+            result,
+        ],
+        "no user message": [answer],
+    }
+    for why, messages in cases.items():
+        assert why in (edit_problem({"messages": messages}, tools) or ""), why
+    assert "JSON object" in (edit_problem([user], tools) or "")

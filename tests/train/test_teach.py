@@ -225,3 +225,20 @@ def test_from_traces_starts_from_the_adapter_the_model_runs_with(
     assert _current_adapter(tmp_path / "other.gguf") is None
     config.write_text('adapter = "none"\n')
     assert _current_adapter(default_model_path()) is None
+
+
+def test_a_held_out_suite_is_refused_as_the_teachers(tmp_path: Path) -> None:
+    from agent.errors import UserError
+    from cli.train_sources import teacher_suite
+
+    held = tmp_path / "held.yaml"
+    held.write_text(SUITE)
+    with pytest.raises(UserError, match="is held out"):
+        teacher_suite(held, None, [held])
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(SUITE.replace("name: teach", "name: copy"))
+    with pytest.raises(UserError, match=r"2 tasks .* have a held-out suite's prompt"):
+        teacher_suite(copy, None, [held])
+    other = tmp_path / "other.yaml"
+    other.write_text(SUITE.replace("How many lines", "Count the lines").replace("hello!", "hi"))
+    assert [t.id for t in teacher_suite(other, ["count"], [held]).tasks] == ["count-notes"]
