@@ -79,7 +79,9 @@ def fix_by_script(
         raise UserError(f"trace {trace.run_id} records no task to replay: fix it with --edit")
     kept = original_turns(trace)
     if keep > len(kept):
-        raise UserError(f"--keep {keep}: run {trace.run_id} gave only {len(kept)} turns")
+        raise UserError(
+            f"--keep {keep}: run {trace.run_id} gave {len(kept)} turns: keep at most that many"
+        )
     script = [*kept[:keep], *turns]
     backend = FakeBackend(script, when_done="")
     settings = replay_settings(settings, start)

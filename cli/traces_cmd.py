@@ -50,7 +50,7 @@ def list_traces(
             str(start.get("time", ""))[:19],
             str(start.get("prompt", "")),
             str(outcome.get("outcome", "interrupted")),
-            (t.grade or "") + (f", fixed by {t.fixed_by}" if t.fixed_by else ""),
+            ", ".join(x for x in (t.grade, t.fixed_by and f"fixed by {t.fixed_by}") if x),
             str(len(t.of_type("step"))),
             escape(str(start.get("task", ""))[:60]),
         )
