@@ -146,6 +146,11 @@ class Trace:
         """The latest grade, ``good`` or ``bad``, if any."""
         return next((r["grade"] for r in reversed(self.records) if r.get("type") == "grade"), None)
 
+    @property
+    def fixed_by(self) -> str | None:
+        """The run id of the corrected run that replaced this one, if it was fixed."""
+        return next((r["by_run"] for r in reversed(self.records) if r.get("type") == "fixed"), None)
+
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         return [r for r in self.records if r.get("type") == kind]
 
@@ -162,6 +167,13 @@ def read_trace(path: Path) -> Trace:
             if isinstance(record, dict):
                 records.append(record)
     return Trace(path, records)
+
+
+def read_traces(folder: Path) -> list[Trace]:
+    """Every trace in ``folder``, oldest first (by file time); none if the folder is missing."""
+    if not folder.is_dir():
+        return []
+    return [read_trace(p) for p in sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)]
 
 
 def trace_path(folder: Path, run_id: str) -> Path:
@@ -187,3 +199,8 @@ def grade_trace(path: Path, grade: str, by: str = "user", note: str = "") -> Non
     TraceWriter(path.parent, run_id).write(
         {"type": "grade", "grade": grade, "by": by, "note": note}
     )
+
+
+def mark_fixed(path: Path, fixed_run: str) -> None:
+    """Append a line saying the run at ``path`` was corrected by the run ``fixed_run``."""
+    TraceWriter(path.parent, path.stem).write({"type": "fixed", "by_run": fixed_run})

@@ -3,8 +3,10 @@ format (``{"messages": [...], "tools": [...]}``), deduplicated and validated."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -12,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent.errors import UserError
 from agent.messages import parse_message
 from agent.trace import Trace
 
@@ -29,10 +32,9 @@ class ExportSummary:
         return f"wrote {self.written} conversations{skipped}"
 
 
-def conversation(trace: Trace) -> dict[str, Any] | None:
-    """The trace's conversation as a fine-tuning example, or None if it has no final answer."""
-    start = trace.start
-    messages: list[dict[str, Any]] = list(start.get("messages") or [])
+def messages_of(trace: Trace) -> tuple[list[dict[str, Any]], bool]:
+    """The trace's conversation as wire messages, and whether the run gave a final answer."""
+    messages: list[dict[str, Any]] = list(trace.start.get("messages") or [])
     answered = False
     for record in trace.records:
         kind = record.get("type")
@@ -49,11 +51,17 @@ def conversation(trace: Trace) -> dict[str, Any] | None:
             )
         elif kind == "final":
             answered = True
+    return messages, answered
+
+
+def conversation(trace: Trace) -> dict[str, Any] | None:
+    """The trace's conversation as a fine-tuning example, or None if it has no final answer."""
+    messages, answered = messages_of(trace)
     if not answered or not messages or messages[-1].get("role") != "assistant":
         return None
     example: dict[str, Any] = {"messages": messages}
-    if start.get("tools"):
-        example["tools"] = start["tools"]
+    if trace.start.get("tools"):
+        example["tools"] = trace.start["tools"]
     return example
 
 
@@ -77,6 +85,43 @@ def problem(example: dict[str, Any]) -> str | None:
             return "tool call without its result"
         open_calls |= {c.id for c in calls}
     return None
+
+
+def since_time(text: str) -> str:
+    """The ISO time a ``--since`` value names: a date or time (``2026-05-01``,
+    ``2026-05-01T12:00``) or an age (``90m``, ``12h``, ``3d``); a UserError otherwise."""
+    age = re.fullmatch(r"(\d+)\s*([mhd])", text.strip())
+    if age:
+        seconds = int(age[1]) * {"m": 60, "h": 3600, "d": 86400}[age[2]]
+        moment = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=seconds)
+    else:
+        try:
+            moment = dt.datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise UserError(
+                f"--since {text!r} is neither a date nor an age: "
+                "give 2026-05-01, 2026-05-01T12:00 or 3d, 12h, 90m"
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.UTC)  # trace times are UTC
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def select(
+    traces: Iterable[Trace], families: Iterable[str] | None = None, since: str | None = None
+) -> list[Trace]:
+    """The traces of these task families (as their first line records), started at or after
+    the ISO time ``since`` (from :func:`since_time`)."""
+    wanted = set(families or ())
+    chosen = []
+    for trace in traces:
+        start = trace.start
+        if wanted and start.get("family") not in wanted:
+            continue
+        if since is not None and str(start.get("time", ""))[:19] < since:
+            continue
+        chosen.append(trace)
+    return chosen
 
 
 def export(traces: Iterable[Trace], grade: str = "good") -> tuple[list[str], ExportSummary]:

@@ -1,4 +1,5 @@
-"""`agent traces list / show / grade / export`: the runs the agent has made, and training data."""
+"""`agent traces list / show / grade / fix / export`: the runs the agent has made, and training
+data."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from agent.errors import UserError
-from agent.trace import Trace, grade_trace, read_trace, trace_path
+from agent.trace import Trace, grade_trace, read_trace, read_traces, trace_path
 from cli.config import load_settings
-from cli.trace_export import export
+from cli.trace_export import export, select, since_time
 
 traces_app = typer.Typer(
-    help="Traces of past runs: list, show, grade, export.", no_args_is_help=True
+    help="Traces of past runs: list, show, grade, fix, export.", no_args_is_help=True
 )
 console = Console(highlight=False)
 
@@ -27,10 +28,7 @@ def _folder() -> Path:
 
 
 def _all(folder: Path) -> list[Trace]:
-    files = (
-        sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
-    )
-    return [read_trace(p) for p in files]
+    return read_traces(folder)
 
 
 @traces_app.command("list")
@@ -52,7 +50,7 @@ def list_traces(
             str(start.get("time", ""))[:19],
             str(start.get("prompt", "")),
             str(outcome.get("outcome", "interrupted")),
-            t.grade or "",
+            ", ".join(x for x in (t.grade, t.fixed_by and f"fixed by {t.fixed_by}") if x),
             str(len(t.of_type("step"))),
             escape(str(start.get("task", ""))[:60]),
         )
@@ -137,9 +135,80 @@ def grade(
     console.print(f"graded {path.stem} {verdict}")
 
 
+@traces_app.command("fix")
+def fix(
+    run_id: RunIdArg,
+    script: Annotated[
+        Path | None,
+        typer.Option(
+            "--script",
+            help="A JSON list of the corrected assistant turns (the fake backend's format).",
+        ),
+    ] = None,
+    edit: Annotated[
+        bool, typer.Option("--edit", help="Correct the conversation by hand in $EDITOR.")
+    ] = False,
+    keep: Annotated[
+        int,
+        typer.Option("--keep", min=0, help="With --script: replay the run's first N turns first."),
+    ] = 0,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="With --script, for a run not from `agent eval`: replay here "
+            "(default: a fresh empty folder).",
+        ),
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve calls that would ask in --workspace.")
+    ] = False,
+) -> None:
+    """Correct a failed run: store the right run as a new trace graded good, linked to it.
+
+    With --script, the corrected turns replay the run's task through the real loop, skills and
+    sandbox; a run of `agent eval` runs again in a fresh workspace built from its task and must
+    pass the task's check. With --edit, the conversation opens in $EDITOR as JSON and is checked
+    when saved. The original run is marked as fixed; `agent traces export` includes the fix.
+    """
+    if (script is None) == (not edit):
+        raise UserError("give one of --script TURNS.json or --edit")
+    settings = load_settings()
+    path = trace_path(settings.traces_dir, run_id)
+    trace = read_trace(path)
+    if trace.fixed_by:
+        console.print(f"[dim]{trace.run_id} was fixed before, by {trace.fixed_by}[/dim]")
+    if script is not None:
+        from backends.fake import FakeBackend
+        from cli.trace_fix import fix_by_script
+
+        turns = [t for t in FakeBackend.from_file(script).turns if not callable(t)]
+        fixed = fix_by_script(settings, trace, turns, keep, workspace, yes)
+        how = "passes its task's check" if fixed.checked else "answered"
+        console.print(f"fixed {trace.run_id}: run {fixed.run_id} {how}, graded good")
+        return
+    from cli.trace_edit import edit_conversation, store_edit
+
+    new_id = store_edit(trace, edit_conversation(trace))
+    console.print(f"fixed {trace.run_id}: run {new_id} stored from your edit, graded good")
+
+
+def _since(value: str | None) -> str | None:
+    return since_time(value) if value is not None else None
+
+
 @traces_app.command("export")
 def export_cmd(
     grade_filter: Annotated[str, typer.Option("--grade", help="Export runs graded this.")] = "good",
+    families: Annotated[
+        list[str] | None,
+        typer.Option("--family", help="Only runs of this task family; repeatable."),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Only runs started since: 2026-05-01, or an age: 3d, 12h."),
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="Output format.")] = "openai-chat",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
@@ -150,7 +219,8 @@ def export_cmd(
         raise UserError(f"unknown export format {fmt!r}: use openai-chat")
     if grade_filter not in {"good", "bad"}:
         raise UserError(f"--grade must be good or bad, not {grade_filter!r}")
-    lines, summary = export(_all(_folder()), grade_filter)
+    chosen = select(_all(_folder()), families, _since(since))
+    lines, summary = export(chosen, grade_filter)
     text = "".join(line + "\n" for line in lines)
     if output is None:
         typer.echo(text, nl=False)

@@ -1,8 +1,8 @@
-"""`agent train`: LoRA fine-tuning of the embedded model on exported traces and a curriculum."""
+"""`agent train`: LoRA fine-tuning of the embedded model on traces, a curriculum, its own
+attempts and a teacher's."""
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,8 +11,6 @@ import typer
 from rich.console import Console
 
 from agent.errors import UserError
-
-DEFAULT_HELD_OUT = Path("evals/basic.yaml")
 
 
 def train(
@@ -49,7 +47,40 @@ def train(
         Path | None,
         typer.Option(
             "--start-from",
-            help="An earlier run's adapter: self-play samples with it and training starts from it.",
+            help="An earlier run's adapter: self-play samples with it and training starts from "
+            "it (none: a fresh LoRA; with --from-traces the default is the current adapter).",
+        ),
+    ] = None,
+    teacher: Annotated[
+        str | None,
+        typer.Option(
+            "--teacher",
+            help="A backend (openai: any OpenAI-compatible server) that attempts tasks; its "
+            "passing runs are kept.",
+        ),
+    ] = None,
+    teacher_tasks: Annotated[
+        int, typer.Option("--teacher-tasks", min=0, help="Generated tasks for the teacher.")
+    ] = 0,
+    teacher_suite: Annotated[
+        Path | None,
+        typer.Option("--teacher-suite", help="A suite (not held out) for the teacher to solve."),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="The teacher's server URL, e.g. http://host:8000/v1."),
+    ] = None,
+    teacher_model: Annotated[
+        str | None, typer.Option("--teacher-model", help="The teacher's model name.")
+    ] = None,
+    from_traces: Annotated[
+        bool,
+        typer.Option("--from-traces", help="Train on the graded-good traces in the traces folder."),
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since", help="With --from-traces: runs started since 2026-05-01, or 3d, 12h."
         ),
     ] = None,
     families: Annotated[
@@ -82,10 +113,12 @@ def train(
 ) -> None:
     """Train a LoRA adapter (OUT/adapter.gguf, with OUT/manifest.json) on the CPU.
 
-    Examples come from exported traces (--data), from a generated curriculum solved by its
-    scripted gold calls (--curriculum N), from the model's own passing attempts at generated
-    tasks (--self-play N), or any mix of them. A checkpoint is written after every epoch;
-    run the same command again to resume a run that was stopped.
+    Examples come from exported traces (--data), from the graded-good traces in the traces
+    folder (--from-traces), from a generated curriculum solved by its scripted gold calls
+    (--curriculum N), from the model's own passing attempts at generated tasks (--self-play
+    N), from a stronger model's passing attempts (--teacher openai), or any mix of them. A
+    checkpoint is written after every epoch; run the same command again to resume a run that
+    was stopped.
     """
     from backends.default_model import check_gguf, default_model_path
     from backends.training.examples import read_examples
@@ -94,10 +127,23 @@ def train(
 
     console = Console(highlight=False)
     base = check_gguf(model) if model else default_model_path()
-    examples = list(read_examples(data or []))
-    described: dict[str, Any] = {"files": [str(p) for p in data or []]}
+    described: dict[str, Any] = {}
+    data = list(data or [])
+    if from_traces:
+        found, described["traces"] = _traces(console, families, since, out)
+        data.append(found)
+        if start_from is None:
+            start_from = _current_adapter(base)
+    elif since is not None:
+        raise UserError("--since picks traces: use it with --from-traces")
+    examples = list(read_examples(data))
+    described["files"] = [str(p) for p in data]
     if curriculum:
-        gold = _gold_examples(console, curriculum, seed, families, held_out, out)
+        from cli.evals.generators.curriculum import generate
+        from cli.train_sources import gold_examples, held_out_tasks
+
+        made = generate(curriculum, seed, families, held_out_tasks(held_out))
+        gold, _ = gold_examples(console, made, out)
         examples += gold
         described["curriculum"] = {
             "tasks": curriculum,
@@ -105,6 +151,8 @@ def train(
             "families": families,
             "examples": len(gold),
         }
+    if start_from is not None and str(start_from) == "none":
+        start_from = None
     if start_from is not None:
         from backends.lora_gguf import check_adapter
         from backends.training.trainer import file_sha256
@@ -112,19 +160,19 @@ def train(
         start_from = check_adapter(start_from)
         described["start_from"] = {"path": str(start_from), "sha256": file_sha256(start_from)}
     if self_play:
-        sampled, summary = _self_play_examples(
-            console,
-            SelfPlay(self_play, tries, temperature, backend, jobs, start_from),
-            seed,
-            families,
-            held_out,
-            out,
-        )
+        plan = SelfPlay(self_play, tries, temperature, backend, jobs, start_from)
+        sampled, described["self_play"] = _self_play(console, plan, seed, families, held_out, out)
         examples += sampled
-        described["self_play"] = summary
+    if teacher is not None:
+        plan_t = Teacher(teacher, teacher_tasks, teacher_suite, base_url, teacher_model, jobs)
+        taught, described["teacher"] = _teacher(console, plan_t, seed, families, held_out, out)
+        examples += taught
+    elif teacher_tasks or teacher_suite or base_url or teacher_model:
+        raise UserError("--teacher-tasks, --teacher-suite and --base-url need --teacher openai")
     if not examples:
         raise UserError(
-            "nothing to train on: pass --data FILE.jsonl, --curriculum N or --self-play N"
+            "nothing to train on: pass --data FILE.jsonl, --curriculum N, --self-play N, "
+            "--teacher openai or --from-traces"
         )
     settings = TrainSettings(
         epochs=epochs,
@@ -145,34 +193,24 @@ def train(
     console.print(f"[dim]use it with --adapter {result.adapter}[/dim]")
 
 
-def _gold_examples(
-    console: Console,
-    count: int,
-    seed: int,
-    families: list[str] | None,
-    held_out: list[Path] | None,
-    out: Path,
-) -> list[dict[str, Any]]:
-    """The curriculum's gold runs as chat examples; a gold run that fails its check is a bug."""
-    import json
-
+def _traces(
+    console: Console, families: list[str] | None, since: str | None, out: Path
+) -> tuple[Path, dict[str, Any]]:
+    """The graded-good traces of the traces folder, as a data file in ``out``."""
     from cli.config import load_settings
-    from cli.evals.generators.curriculum import generate
-    from cli.evals.generators.gold import run_gold
+    from cli.train_sources import trace_examples
 
-    made = generate(count, seed, families, _held_out_tasks(held_out))
-    examples: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="clawloop-gold-") as tmp:
-        settings = load_settings({"data_dir": tmp})
-        for run in run_gold(made, settings):
-            if not run.result.passed:
-                raise RuntimeError(f"gold run of {run.result.task} failed: {run.result.failures}")
-            examples += run.examples
-    out.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(e, ensure_ascii=False, sort_keys=True) for e in examples]
-    (out / "curriculum.jsonl").write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
-    console.print(f"curriculum: {count} tasks, {len(examples)} examples (gold runs all passed)")
-    return examples
+    return trace_examples(console, load_settings().traces_dir, families, since, out)
+
+
+def _current_adapter(base: Path) -> Path | None:
+    """The adapter the model runs with now: the configured one, else the shipped one for the
+    bundled model; ``none`` in the config means none."""
+    from backends.default_model import default_adapter
+    from backends.lora_gguf import adapter_path
+    from cli.config import load_settings
+
+    return adapter_path(load_settings().adapter, default_adapter(base))
 
 
 @dataclass(slots=True)
@@ -187,11 +225,7 @@ class SelfPlay:
     adapter: Path | None
 
 
-# Self-play tasks are drawn from their own stream, so a round never repeats the gold tasks.
-SELF_PLAY_SEED = 7919
-
-
-def _self_play_examples(
+def _self_play(
     console: Console,
     plan: SelfPlay,
     seed: int,
@@ -200,14 +234,12 @@ def _self_play_examples(
     out: Path,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The passing runs of the model's own attempts, as chat examples, and a summary."""
-    import json
-
     from cli.config import load_settings
     from cli.evals.generators.curriculum import generate
-    from cli.evals.generators.selfplay import SampledTask, sample
+    from cli.train_sources import SELF_PLAY_SEED, Sampling, held_out_tasks, sampled_examples
     from cli.wiring import build_backend
 
-    made = generate(plan.tasks, seed + SELF_PLAY_SEED, families, _held_out_tasks(held_out))
+    made = generate(plan.tasks, seed + SELF_PLAY_SEED, families, held_out_tasks(held_out))
     settings = load_settings(
         {
             "data_dir": str(out / "self-play"),
@@ -221,41 +253,71 @@ def _self_play_examples(
         f"{plan.temperature:g} on {settings.backend}"
         + (f" with {plan.adapter}" if plan.adapter else "")
     )
-    passed: dict[str, list[int]] = {}
-
-    def progress(outcome: SampledTask) -> None:
-        tally = passed.setdefault(outcome.family, [0, 0])
-        tally[0] += outcome.passed
-        tally[1] += 1
-        mark = "[green]pass[/green]" if outcome.passed else "[red]fail[/red]"
-        console.print(f"  {mark} {outcome.task} ({len(outcome.tries)} tries)")
-
-    outcomes = sample(made, settings, build_backend(settings), plan.tries, plan.jobs, progress)
-    examples = [e for o in outcomes for e in o.examples]
-    out.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(e, ensure_ascii=False, sort_keys=True) for e in examples]
-    (out / "self-play.jsonl").write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
-    kept = sum(o.passed for o in outcomes)
-    console.print(f"self-play: {kept}/{len(outcomes)} tasks passed, {len(examples)} examples kept")
-    summary = {
-        "tasks": plan.tasks,
-        "tries": plan.tries,
-        "temperature": plan.temperature,
-        "backend": settings.backend,
-        "seed": seed + SELF_PLAY_SEED,
-        "passed": kept,
-        "examples": len(examples),
-        "per_family": {f: {"passed": p, "tasks": n} for f, (p, n) in sorted(passed.items())},
-    }
+    sampling = Sampling("self-play", build_backend(settings), settings, plan.tries, plan.jobs)
+    examples, summary = sampled_examples(console, sampling, made, out)
+    summary |= {"temperature": plan.temperature, "seed": seed + SELF_PLAY_SEED}
     return examples, summary
 
 
-def _held_out_tasks(held_out: list[Path] | None) -> list[Any]:
-    """The tasks of the held-out suites (default: evals/basic.yaml where it exists)."""
-    from cli.evals.suite import load_suite
+@dataclass(slots=True)
+class Teacher:
+    """A stronger model behind a backend, and the tasks it attempts for distillation."""
 
-    suites = held_out if held_out is not None else [p for p in [DEFAULT_HELD_OUT] if p.is_file()]
-    return [t for path in suites for t in load_suite(path).tasks]
+    backend: str
+    tasks: int
+    suite: Path | None
+    base_url: str | None
+    model: str | None
+    jobs: int
+
+
+def _teacher(
+    console: Console,
+    plan: Teacher,
+    seed: int,
+    families: list[str] | None,
+    held_out: list[Path] | None,
+    out: Path,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The teacher's passing runs (one try each, in the small-model profile), and a summary
+    naming the teacher's server and model."""
+    from cli.config import load_settings
+    from cli.evals.generators.curriculum import generate
+    from cli.train_sources import (
+        TEACHER_SEED,
+        Sampling,
+        held_out_tasks,
+        sampled_examples,
+        teacher_suite,
+    )
+    from cli.wiring import build_backend
+
+    if (plan.tasks > 0) == (plan.suite is not None):
+        raise UserError("--teacher needs one of --teacher-tasks N or --teacher-suite SUITE.yaml")
+    tasks: Any
+    if plan.suite is not None:
+        tasks = teacher_suite(plan.suite, families, held_out)
+    else:
+        tasks = generate(plan.tasks, seed + TEACHER_SEED, families, held_out_tasks(held_out))
+    overrides = {
+        "data_dir": str(out / "teacher"),
+        "backend": plan.backend,
+        f"backends.{plan.backend}.base_url": plan.base_url,
+        f"backends.{plan.backend}.model": plan.model,
+    }
+    settings = load_settings(overrides)
+    teacher = build_backend(settings)
+    where = getattr(teacher, "base_url", None)
+    console.print(f"teacher: {plan.backend}" + (f" at {where}" if where else ""))
+    sampling = Sampling("teacher", teacher, settings, 1, plan.jobs)
+    examples, summary = sampled_examples(console, sampling, tasks, out)
+    summary |= {
+        "base_url": where,
+        "model": getattr(teacher, "model", None),
+        "suite": str(plan.suite) if plan.suite else None,
+        "seed": None if plan.suite else seed + TEACHER_SEED,
+    }
+    return examples, summary
 
 
 def _progress(console: Console) -> Any:

@@ -211,6 +211,7 @@ def run_traced(
             extra={
                 "task": task,
                 "workspace": str(settings.workspace),
+                "profile": "small" if settings.small_model else "standard",
                 "adapter": _adapter_label(loop.backend, settings),
                 **(extra or {}),
             },

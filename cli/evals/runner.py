@@ -9,6 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.backend import Backend
 from agent.events import ErrorEvent, FinalEvent, StepEvent, ToolCallEvent
@@ -52,8 +53,19 @@ class Variant:
 Progress = Callable[[TaskResult], None]
 
 
-def run_task(variant: Variant, suite: Suite, task: Task, attempt: int) -> TaskResult:
-    """One task in a fresh temporary workspace; the checks decide, and grade its trace."""
+def run_task(
+    variant: Variant,
+    suite: Suite,
+    task: Task,
+    attempt: int,
+    extra: dict[str, Any] | None = None,
+    graded_by: str = "check",
+) -> TaskResult:
+    """One task in a fresh temporary workspace; the checks decide, and grade its trace.
+
+    The trace records the task itself (prompt, files, check), so a failed run can be replayed
+    and graded again later (`agent traces fix`); ``extra`` adds fields to its first line.
+    """
     with tempfile.TemporaryDirectory(prefix=f"clawloop-eval-{task.id}-") as tmp:
         workspace = Path(tmp)
         for rel, content in task.files.items():
@@ -71,10 +83,16 @@ def run_task(variant: Variant, suite: Suite, task: Task, attempt: int) -> TaskRe
         loop = build_loop(settings, variant.backend, toolbox)
         result = TaskResult(task.id, variant.name, False, [], None)
         began = time.monotonic()
-        extra = {"suite": suite.name, "task_id": task.id, "variant": variant.name}
-        for event in run_traced(
-            settings, loop, Session(), task.prompt, {**extra, "attempt": attempt}
-        ):
+        recorded = {
+            "suite": suite.name,
+            "task_id": task.id,
+            "variant": variant.name,
+            "attempt": attempt,
+            "family": task.family,
+            "eval_task": task.model_dump(mode="json", exclude_none=True),
+            **(extra or {}),
+        }
+        for event in run_traced(settings, loop, Session(), task.prompt, recorded):
             result.run_id = event.run_id or result.run_id
             if isinstance(event, StepEvent):
                 result.steps += 1
@@ -93,9 +111,8 @@ def run_task(variant: Variant, suite: Suite, task: Task, attempt: int) -> TaskRe
         result.passed = not result.failures
     if result.run_id:
         trace = settings.traces_dir / f"{result.run_id}.jsonl"
-        grade_trace(
-            trace, "good" if result.passed else "bad", by="check", note="; ".join(result.failures)
-        )
+        verdict = "good" if result.passed else "bad"
+        grade_trace(trace, verdict, by=graded_by, note="; ".join(result.failures))
     return result
 
 

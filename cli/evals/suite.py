@@ -8,6 +8,7 @@
         prompt: How many lines are in notes.txt?
         files: {notes.txt: "a\\nb\\n"}
         max_steps: 6            # optional
+        family: count           # optional: the task family, for training filters
         check:                  # every part given must hold
           answer_regex: '\\b2\\b'  # searched in the final answer
           files: {out.txt: 'x'} # the regex must match the whole file
@@ -62,6 +63,9 @@ class Task(BaseModel):
     prompt: str = Field(min_length=1)
     files: dict[str, str] = Field(default_factory=dict)
     max_steps: int | None = Field(default=None, ge=1)
+    # The task family (a generator's name, or any label a suite gives): traces record it, so
+    # `agent train --from-traces --family F` can pick one family's graded runs.
+    family: str | None = None
     check: Check
 
     @field_validator("files")

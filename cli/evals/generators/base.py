@@ -31,7 +31,9 @@ class Generated:
 
     def task(self, task_id: str) -> Task:
         """The task in the suite format."""
-        return Task(id=task_id, prompt=self.prompt, files=self.files, check=self.check)
+        return Task(
+            id=task_id, prompt=self.prompt, files=self.files, family=self.family, check=self.check
+        )
 
 
 Generator = Callable[[random.Random], Generated]

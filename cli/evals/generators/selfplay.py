@@ -1,4 +1,7 @@
-"""Rejection sampling: the model attempts generated tasks, the checks grade, passing runs stay.
+"""Rejection sampling: a model attempts tasks, the checks grade, passing runs stay.
+
+The model is the embedded one (self-play) or a stronger one behind any backend (a teacher,
+for distillation); either is sent exactly the requests the embedded model would be sent.
 
 Each task is tried up to ``tries`` times at a temperature through the real loop, skills and
 sandbox; the first run that passes its check is kept. The backend is wrapped so that every
@@ -22,7 +25,7 @@ from cli.config import Settings
 from cli.evals.generators.curriculum import Curriculum
 from cli.evals.generators.gold import gold_settings, step_examples
 from cli.evals.runner import TaskResult, Variant, run_task
-from cli.evals.suite import Task
+from cli.evals.suite import Suite, Task
 
 
 class RecordingBackend:
@@ -89,14 +92,13 @@ class SampledTask:
 
 
 def sample_task(
-    settings: Settings, backend: Backend, curriculum: Curriculum, task: Task, tries: int
+    settings: Settings, backend: Backend, suite: Suite, task: Task, tries: int
 ) -> SampledTask:
     """Up to ``tries`` runs of ``task``; the first passing one's useful steps become examples."""
-    suite = curriculum.suite("self-play")
-    outcome = SampledTask(task.id, curriculum.gold(task.id).family)
+    outcome = SampledTask(task.id, task.family or suite.name)
     for attempt in range(tries):
         recorder = RecordingBackend(backend)
-        result = run_task(Variant("self-play", settings, recorder), suite, task, attempt)
+        result = run_task(Variant(suite.name, settings, recorder), suite, task, attempt)
         outcome.tries.append(result)
         if result.passed:
             outcome.examples = step_examples(useful_steps(recorder.steps))
@@ -106,28 +108,32 @@ def sample_task(
 
 
 def sample(
-    curriculum: Curriculum,
+    tasks: Curriculum | Suite,
     settings: Settings,
     backend: Backend,
     tries: int = 2,
     jobs: int = 1,
     progress: Callable[[SampledTask], None] | None = None,
 ) -> list[SampledTask]:
-    """Every task of ``curriculum`` sampled with ``backend`` (``jobs`` tasks at once)."""
+    """Every task sampled with ``backend`` (``jobs`` tasks at once) in the small-model profile.
+
+    The backend may be the model itself (self-play) or a stronger one (a teacher): either way
+    it is sent the requests the embedded model would be sent, so what passes can be trained on.
+    """
+    suite = tasks.suite("self-play") if isinstance(tasks, Curriculum) else tasks
     settings = gold_settings(settings)
     lock = threading.Lock()
     done: list[SampledTask] = []
 
     def one(task: Task) -> SampledTask:
-        outcome = sample_task(settings, backend, curriculum, task, tries)
+        outcome = sample_task(settings, backend, suite, task, tries)
         with lock:
             done.append(outcome)
             if progress is not None:
                 progress(outcome)
         return outcome
 
-    tasks = [task for task, _ in curriculum.items]
     if jobs <= 1:
-        return [one(task) for task in tasks]
+        return [one(task) for task in suite.tasks]
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="clawloop-sample") as pool:
-        return list(pool.map(one, tasks))
+        return list(pool.map(one, suite.tasks))
