@@ -67,7 +67,7 @@ class PathResolver:
             raise ToolError("the path is empty or contains a NUL byte")
         raw = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
         full = raw if raw.is_absolute() else self.workspace / raw
-        resolved = full.resolve()
+        resolved = Path(os.path.realpath(full))  # a link loop stays a (missing) path
         if not _inside(resolved, self.workspace):
             raise ToolError(
                 f"{path!r} is outside the workspace ({self.workspace}); use a path inside it"
