@@ -123,9 +123,9 @@ def bwrap_args(
     args += ["--ro-bind", "/proc/sys", "/proc/sys"]
     # The keys the inherited session keyring holds are listed there (seccomp refuses the
     # calls that read them).
-    for path in KEY_LISTS:
-        if os.path.exists(path):
-            args += ["--ro-bind", "/dev/null", path]
+    for listing in KEY_LISTS:
+        if os.path.exists(listing):
+            args += ["--ro-bind", "/dev/null", listing]
     # Homes and clawloop's folders that are visible (under /opt, say, or in full-access).
     for path in plan.hidden:
         if not _inside(path, plan.workspace):

@@ -248,7 +248,8 @@ def test_clawloop_folders_inside_the_workspace_are_refused(
     workspace: Path, change: dict[str, str], words: str
 ) -> None:
     values = {k: workspace / v for k, v in change.items()}
-    settings = Settings(workspace=workspace, **{"data_dir": workspace.parent / "d", **values})
+    data = {"workspace": workspace, "data_dir": workspace.parent / "d", **values}
+    settings = Settings.model_validate(data)
     with pytest.raises(UserError, match=f"contains clawloop's {words}") as caught:
         SkillContext.from_settings(settings)
     assert "\n" not in caught.value.message
