@@ -59,7 +59,9 @@ class PathResolver:
 
     def __post_init__(self) -> None:
         self.workspace = self.workspace.resolve()
-        self._hidden = [Path(os.path.realpath(p)) for p in self.protected_dirs]
+        real = [Path(os.path.realpath(p)) for p in self.protected_dirs]
+        # A folder that holds the workspace is not hidden inside it (it could not be).
+        self._hidden = [p for p in real if not _inside(self.workspace, p)]
 
     def resolve(self, path: str, *, for_write: bool = False) -> Path:
         """The resolved path; raise :class:`ToolError` if it leaves the workspace."""
@@ -90,8 +92,10 @@ class PathResolver:
     def hidden(self, resolved: Path) -> Path | None:
         """The hidden folder (or file) ``resolved`` lies in, if any: sandboxed commands do not
         see it, so neither do the files tools."""
+        text = str(resolved)
         for folder in self._hidden:
-            if _inside(resolved, folder) and not _inside(self.workspace, folder):
+            top = str(folder)
+            if text == top or text.startswith(top.rstrip("/") + "/"):
                 return folder
         return None
 

@@ -32,8 +32,8 @@ class Entry:
     path: Path
     name: str
     kind: str  # "dir", "file", "link" or "other" (FIFO, socket, device)
-    device: int
-    mode: int
+    device: int  # for folders (0 for files and links)
+    mode: int  # the file type bits
     prune: bool = False
 
     @property
@@ -96,6 +96,14 @@ def _list(folder: Path, limit: int) -> list[Entry]:
     try:
         with os.scandir(fd) as listing:
             for item in itertools.islice(listing, limit):
+                # The kind comes from the listing itself (no system call); only folders (for
+                # their device) and the odd kinds (for their mode) are looked at further.
+                if item.is_file(follow_symlinks=False):
+                    found.append(Entry(folder / item.name, item.name, "file", 0, stat.S_IFREG))
+                    continue
+                if item.is_symlink():
+                    found.append(Entry(folder / item.name, item.name, "link", 0, stat.S_IFLNK))
+                    continue
                 try:
                     info = item.stat(follow_symlinks=False)
                 except OSError:
