@@ -11,7 +11,8 @@ def doctor() -> None:
     """Check what the sandbox enforces on this machine, and what it cannot."""
     from cli.config import load_settings
 
-    results = checks(load_settings().sandbox)
+    settings = load_settings()
+    results = checks(settings.sandbox, settings.workspace.expanduser())
     for check in results:
         mark = "ok  " if check.holds else "NO  "
         typer.echo(f"{mark}{check.name}: {check.detail}")

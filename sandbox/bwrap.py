@@ -36,6 +36,7 @@ INSTALL_HINT = (
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 EMPTY_DIRS = ("/home", "/root", "/run", "/var", "/mnt", "/srv")
 SHM_SIZE_MB = 64
+KEY_LISTS = ("/proc/keys", "/proc/key-users")
 _MB = 1024 * 1024
 # Where the proxy's socket appears inside, and the port the relay listens on there.
 PROXY_SOCKET = "/run/clawloop/proxy.sock"
@@ -120,6 +121,11 @@ def bwrap_args(
         args += ["--size", str(plan.tmp_size_mb * _MB), "--perms", "1777", "--tmpfs", "/tmp"]
         args += ["--symlink", "../tmp", "/var/tmp"]
     args += ["--ro-bind", "/proc/sys", "/proc/sys"]
+    # The keys the inherited session keyring holds are listed there (seccomp refuses the
+    # calls that read them).
+    for listing in KEY_LISTS:
+        if os.path.exists(listing):
+            args += ["--ro-bind", "/dev/null", listing]
     # Homes and clawloop's folders that are visible (under /opt, say, or in full-access).
     for path in plan.hidden:
         if not _inside(path, plan.workspace):

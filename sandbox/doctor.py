@@ -12,9 +12,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.errors import UserError
 from sandbox import seccomp
 from sandbox.cgroup import find_place
+from sandbox.scan import TOOL_FILES
 from sandbox.settings import SandboxSettings
+from sandbox.workspace import installation, protect_installation
 
 
 @dataclass(slots=True, frozen=True)
@@ -56,8 +59,24 @@ def _relay_starts() -> tuple[bool, str]:
     return False, (result.stderr.strip().splitlines() or ["the relay did not start"])[0]
 
 
-def checks(settings: SandboxSettings | None = None) -> list[Check]:
-    """Every guarantee, in the order docs/sandbox.md lists them."""
+def _installation(workspace: Path | None, ok: bool) -> tuple[bool, str]:
+    """Where clawloop runs from, and whether it lies in the workspace (then kept read-only)."""
+    places = installation()
+    shown = ", ".join(sorted({str(p) for p in places}))
+    if workspace is None:
+        return True, f"runs from {shown}"
+    try:
+        kept = protect_installation(workspace, ok, places)
+    except UserError as exc:
+        return False, exc.message
+    if kept:
+        return ok, f"in the workspace, kept read-only: {', '.join(map(str, kept))}"
+    return True, f"outside the workspace: {shown}"
+
+
+def checks(settings: SandboxSettings | None = None, workspace: Path | None = None) -> list[Check]:
+    """Every guarantee, in the order docs/sandbox.md lists them (``workspace``: where the
+    installation is checked against)."""
     settings = settings or SandboxSettings()
     limits = settings.limits
     found: list[Check] = []
@@ -104,6 +123,13 @@ def checks(settings: SandboxSettings | None = None) -> list[Check]:
         ),
         Check("start-up files", ok, "read-only when they exist, refused when created"),
         Check(
+            "environments and tool files",
+            ok,
+            "every virtual environment (pyvenv.cfg, conda-meta) and node_modules folder "
+            f"read-only; {', '.join(sorted(TOOL_FILES))} read-only, refused when created",
+        ),
+        Check("clawloop's installation", *_installation(workspace, ok)),
+        Check(
             "clawloop's own folders",
             ok,
             "config, data, audit log and sessions covered wherever the view would show them",
@@ -111,6 +137,13 @@ def checks(settings: SandboxSettings | None = None) -> list[Check]:
         Check("refused workspaces", True, "/, the home folder, a folder holding the config"),
         Check("the user's home", ok, "not in the view, and covered where it would be"),
         Check("processes", ok, "own pid namespace, killed as a whole"),
+        Check(
+            "kernel keyrings",
+            ok and seccomp.supported(),
+            "keyctl, add_key and request_key refused; /proc/keys empty"
+            if seccomp.supported()
+            else "no filter here: the session keyring is readable",
+        ),
         Check(
             "seccomp",
             ok and seccomp.supported(),

@@ -2,9 +2,12 @@
 
 Refused: ``..`` or absolute paths that leave the workspace, symbolic links anywhere along the
 way that point out of it, and files with more than one hard link (the other name may be
-outside). Some paths stay write-protected even inside the workspace, because writing them is a
-way to run code later outside the sandbox: anything under a ``.git`` at any depth (or a new
-``.git``), shell start-up files, and clawloop's own config, data and cache folders.
+outside). The rule is the shell's: what a sandboxed command cannot see (clawloop's own config,
+data and cache folders, the user's home) cannot be read either, and what it sees read-only is
+never written: anything under a ``.git`` at any depth (or a new ``.git``), shell start-up
+files, the tool files of :data:`sandbox.scan.TOOL_FILES`, and anything in a virtual
+environment or ``node_modules`` folder (a ``.pth`` file there runs at the next start of that
+Python), clawloop's own installation included.
 
 Opening is done component by component with ``O_NOFOLLOW`` and ``O_NONBLOCK``, and the opened
 descriptor is checked (a regular file, one link, on the workspace's file system) before
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.errors import ToolError
-from sandbox.scan import SHELL_RC_FILES
+from sandbox.scan import ENV_MARKERS, PACKAGE_FOLDERS, SHELL_RC_FILES, TOOL_FILES
 
 GIT_NAME = ".git"
 
@@ -50,10 +53,15 @@ class PathResolver:
     """Turns the model's path arguments into real paths inside ``workspace``, or refuses."""
 
     workspace: Path
-    protected_dirs: list[Path] = field(default_factory=clawloop_dirs)
+    protected_dirs: list[Path] = field(default_factory=clawloop_dirs)  # neither read nor written
+    read_only: list[Path] = field(default_factory=list)  # never written
+    _hidden: list[Path] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.workspace = self.workspace.resolve()
+        real = [Path(os.path.realpath(p)) for p in self.protected_dirs]
+        # A folder that holds the workspace is not hidden inside it (it could not be).
+        self._hidden = [p for p in real if not _inside(self.workspace, p)]
 
     def resolve(self, path: str, *, for_write: bool = False) -> Path:
         """The resolved path; raise :class:`ToolError` if it leaves the workspace."""
@@ -61,7 +69,7 @@ class PathResolver:
             raise ToolError("the path is empty or contains a NUL byte")
         raw = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
         full = raw if raw.is_absolute() else self.workspace / raw
-        resolved = full.resolve()
+        resolved = Path(os.path.realpath(full))  # a link loop stays a (missing) path
         if not _inside(resolved, self.workspace):
             raise ToolError(
                 f"{path!r} is outside the workspace ({self.workspace}); use a path inside it"
@@ -76,9 +84,28 @@ class PathResolver:
                 f"{path!r} has other hard links, which may lie outside the workspace; "
                 "refusing to touch it"
             )
+        self._check_visible(resolved, path)
         if for_write:
             self.check_writable(resolved, path)
         return resolved
+
+    def hidden(self, resolved: Path) -> Path | None:
+        """The hidden folder (or file) ``resolved`` lies in, if any: sandboxed commands do not
+        see it, so neither do the files tools."""
+        text = str(resolved)
+        for folder in self._hidden:
+            top = str(folder)
+            if text == top or text.startswith(top.rstrip("/") + "/"):
+                return folder
+        return None
+
+    def _check_visible(self, resolved: Path, shown: str) -> None:
+        folder = self.hidden(resolved)
+        if folder is not None:
+            raise ToolError(
+                f"{shown!r} is hidden from the sandbox ({folder} is clawloop's own or your "
+                "home folder); the files tools do not show it either"
+            )
 
     def open(
         self, resolved: Path, flags: int, mode: int = 0o666, make_parents: bool = False
@@ -92,6 +119,7 @@ class PathResolver:
         parts = resolved.relative_to(self.workspace).parts
         if not parts:
             raise ToolError("that is the workspace folder itself, not a file")
+        self._check_visible(resolved, self.relative(resolved))
         nofollow = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         dirfd = os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         device = os.fstat(dirfd).st_dev
@@ -176,6 +204,27 @@ class PathResolver:
         for folder in self.protected_dirs:
             if _inside(resolved, folder.resolve()):
                 raise ToolError(f"{shown!r} is in clawloop's own folder {folder}; write-protected")
+        tool = next((p for p in parts if p in TOOL_FILES or p in PACKAGE_FOLDERS), None)
+        if tool is not None:
+            raise ToolError(
+                f"{shown!r} is under {tool}, which a host tool runs programs from; "
+                "write-protected (the user can change it outside)"
+            )
+        environment = self._environment(resolved)
+        if environment is not None:
+            raise ToolError(
+                f"{shown!r} is in the environment {self.relative(environment)}, whose files run "
+                "when its programs start; write-protected (the user can change it outside)"
+            )
+
+    def _environment(self, resolved: Path) -> Path | None:
+        """The virtual environment (or clawloop's read-only installation) holding ``resolved``."""
+        for folder in [*reversed(resolved.parents), resolved]:
+            if folder == self.workspace or not _inside(folder, self.workspace):
+                continue
+            if folder in self.read_only or any(os.path.lexists(folder / m) for m in ENV_MARKERS):
+                return folder
+        return None
 
 
 def _inside(path: Path, root: Path) -> bool:

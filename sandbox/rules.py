@@ -241,7 +241,7 @@ def normalize_path(value: str, workspace: Path) -> str:
     ws = workspace.resolve()
     path = Path(os.path.expanduser(value))
     path = path if path.is_absolute() else ws / path
-    resolved = path.resolve()
+    resolved = Path(os.path.realpath(path))  # never raises, not even on a link loop
     try:
         rel = resolved.relative_to(ws).as_posix()
     except ValueError:

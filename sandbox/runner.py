@@ -104,6 +104,8 @@ class SandboxRunner:
     sandboxed command never sees them, wherever they are. ``network`` are the only hosts a
     command may reach (through :mod:`sandbox.egress`; none: no network, as the mode says);
     ``write_paths``, when given, the only workspace globs it may write (:mod:`sandbox.writable`).
+    ``read_only`` are folders in the workspace mounted read-only whatever the walk finds
+    (clawloop's own installation, when it lies there).
     """
 
     def __init__(
@@ -115,8 +117,10 @@ class SandboxRunner:
         *,
         network: Sequence[str] = (),
         write_paths: Sequence[str] | None = None,
+        read_only: Sequence[Path] = (),
     ) -> None:
         self.settings = settings
+        self.read_only = [Path(p) for p in read_only]
         self.network = [parse_host(h) for h in network]
         self.write_paths = None if write_paths is None else list(write_paths)
         self.workspace = workspace.resolve()
@@ -244,7 +248,8 @@ class SandboxRunner:
         full = self.settings.mode == "full-access"
         # Git metadata outside the workspace is only in the view in full-access mode.
         outside = sorted(found.outside_git) if full else []
-        for path in [*sorted(found.git), *outside, *sorted(found.rc_files)]:
+        environments = [*sorted(found.environments), *self.read_only]
+        for path in [*sorted(found.git), *outside, *sorted(found.rc_files), *environments]:
             opened = _open_plain(path)
             if opened is not None:
                 fds.append(opened)

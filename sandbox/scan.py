@@ -10,16 +10,30 @@ Unix sockets a host program left in the workspace are covered so they cannot be 
 What did not exist cannot be mounted over, so after the command the walk runs again: a ``.git``
 or start-up file that appeared is moved out of the way (renamed ``NAME.clawloop-refused``), its
 config checked for keys that run programs, and the user told.
+
+The same holds for what an interpreter or a host tool runs on its own: a ``.pth`` file or
+``sitecustomize.py`` in a virtual environment runs at the next start of its Python, a shim in
+``node_modules/.bin`` (or the package file it links to) at the next ``npx``, an ``.envrc`` at
+the next ``cd`` with direnv, a ``.vscode`` task when the folder is opened, an ``.npmrc`` or
+``.yarnrc`` names programs the next ``npm``/``yarn`` runs. Every virtual environment (a folder
+holding ``pyvenv.cfg`` or ``conda-meta``) and every ``node_modules`` folder is mounted
+read-only as a whole; one a command makes is allowed (it is the command's own) and is
+read-only from the next command on, and one put in place of a protected one (by renaming the
+folder above it) is refused like a new ``.git``. The tool files are handled like start-up
+files, at any depth.
+
+The walk and every read go through :mod:`sandbox.safewalk`: a FIFO named ``.git/config``
+cannot block it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sandbox.safewalk import Walk, kind_of, read_text
 
 SHELL_RC_FILES = frozenset(
     {
@@ -41,6 +55,12 @@ SHELL_RC_FILES = frozenset(
         ".gitconfig",
     }
 )
+# Files and folders a host tool reads and acts on by itself when it runs in (or opens) the
+# folder that holds them, at any depth: direnv, VS Code tasks and settings, npm and yarn.
+TOOL_FILES = frozenset({".envrc", ".vscode", ".npmrc", ".yarnrc", ".yarnrc.yml"})
+# A folder holding one of these is a Python environment: its start-up files run at every start.
+ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
+PACKAGE_FOLDERS = frozenset({"node_modules"})
 REFUSED_SUFFIX = ".clawloop-refused"
 # Keys in a git config that make git run a program.
 _RUNS_PROGRAMS = re.compile(
@@ -50,6 +70,7 @@ _RUNS_PROGRAMS = re.compile(
     r"gpg\.program|gpg\..*\.program|uploadpack\.packobjectshook|include\.path|includeif\..*)$"
 )
 MAX_ENTRIES = 200_000  # a walk larger than this stops; what was found so far is protected
+MAX_CONFIG_BYTES = 1_000_000
 
 
 @dataclass(slots=True)
@@ -60,7 +81,9 @@ class Scan:
     outside_git: set[Path] = field(default_factory=set)  # gitdir targets outside the workspace
     inodes: set[tuple[int, int]] = field(default_factory=set)  # (device, inode) of each of them
     sockets: set[Path] = field(default_factory=set)
-    rc_files: set[Path] = field(default_factory=set)  # start-up files at the workspace's top
+    rc_files: set[Path] = field(default_factory=set)  # start-up files, tool files
+    # Virtual environments and package folders: read-only, by path -> (device, inode).
+    environments: dict[Path, tuple[int, int]] = field(default_factory=dict)
     complete: bool = True
 
 
@@ -71,13 +94,15 @@ class Refusal:
     path: Path
     moved_to: Path | None
     dangerous_keys: list[str]
+    replaced: bool = False  # a protected environment was swapped for another folder
 
     def message(self, workspace: Path) -> str:
         rel = self.path.relative_to(workspace)
         keys = f" (its config sets {', '.join(self.dangerous_keys)})" if self.dangerous_keys else ""
         where = f"moved to {self.moved_to.name}" if self.moved_to else "could not be moved"
+        did = "put a new folder in place of the environment" if self.replaced else "created"
         return (
-            f"the command created {rel}{keys}, which could run programs outside the sandbox "
+            f"the command {did} {rel}{keys}, which could run programs outside the sandbox "
             f"later; it was refused and {where}. Tell the user: only they can create it."
         )
 
@@ -90,40 +115,28 @@ def scan(workspace: Path) -> Scan:
         if inode is not None:
             found.rc_files.add(workspace / name)
             found.inodes.add(inode)
-    dev = os.lstat(workspace).st_dev
-    stack = [str(workspace)]
-    seen = 0
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        seen += len(entries)
-        if seen > MAX_ENTRIES:
-            found.complete = False
-            return found
-        for entry in entries:
-            if entry.name == ".git":
-                path = Path(entry.path)
-                found.git.add(path)
-                found.inodes.add(_inode(path) or (0, 0))
-                for target in _pointed_to(path, workspace, found.outside_git):
-                    found.git.add(target)
-                    found.inodes.add(_inode(target) or (0, 0))
-                continue  # the whole folder is mounted read-only
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.stat(follow_symlinks=False).st_dev == dev:
-                        stack.append(entry.path)
-                elif (
-                    not entry.is_file(follow_symlinks=False)
-                    and not entry.is_symlink()
-                    and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
-                ):
-                    found.sockets.add(Path(entry.path))
-            except OSError:
-                continue
+    walk = Walk(workspace, MAX_ENTRIES)
+    for entry in walk:
+        path = entry.path
+        if entry.name == ".git":
+            found.git.add(path)
+            found.inodes.add(_inode(path) or (0, 0))
+            for target in _pointed_to(path, workspace, found.outside_git):
+                found.git.add(target)
+                found.inodes.add(_inode(target) or (0, 0))
+            entry.prune = True  # the whole folder is mounted read-only
+        elif entry.name in TOOL_FILES and entry.kind in ("dir", "file"):
+            found.rc_files.add(path)
+            found.inodes.add(_inode(path) or (0, 0))
+            entry.prune = True
+        elif entry.kind == "dir" and (
+            entry.name in PACKAGE_FOLDERS or any(kind_of(path / m) for m in ENV_MARKERS)
+        ):
+            found.environments[path] = _inode(path) or (0, 0)
+            entry.prune = True
+        elif entry.is_socket:
+            found.sockets.add(path)
+    found.complete = walk.complete
     return found
 
 
@@ -133,21 +146,18 @@ def _pointed_to(git: Path, workspace: Path, outside: set[Path]) -> set[Path]:
     ``outside``."""
     targets: set[Path] = set()
     gitdir = git
-    if git.is_symlink():
+    kind = kind_of(git)
+    if kind == "link":
         gitdir = git.resolve()
         targets.add(gitdir)
-    elif git.is_file():
-        try:
-            line = git.read_text(errors="replace")[:4096].strip()
-        except OSError:
-            line = ""
+    elif kind == "file":
+        line = (read_text(git, 4096) or "").strip()
         if line.startswith("gitdir:"):
             gitdir = (git.parent / line[7:].strip()).resolve()
             targets.add(gitdir)
-    common = gitdir / "commondir"
-    if common.is_file():
-        with contextlib.suppress(OSError):
-            targets.add((gitdir / common.read_text(errors="replace").strip()).resolve())
+    common = read_text(gitdir / "commondir", 4096)
+    if common is not None:
+        targets.add((gitdir / common.strip()).resolve())
     for folder in {gitdir, *targets}:
         hooks = _config_value(folder / "config", "core", "hookspath")
         if hooks:
@@ -168,10 +178,7 @@ def dangerous_keys(config: Path) -> list[str]:
 
 def _entries(config: Path) -> list[tuple[str, str]]:
     """(section[.subsection].key lower-cased, value) pairs; enough of git's format for checks."""
-    try:
-        text = config.read_text(errors="replace")[:1_000_000]
-    except OSError:
-        return []
+    text = read_text(config, MAX_CONFIG_BYTES) or ""
     section = ""
     found = []
     for raw in text.splitlines():
@@ -198,29 +205,34 @@ def _config_value(config: Path, section: str, key: str) -> str | None:
 
 
 def refuse_new(before: Scan, after: Scan, workspace: Path) -> list[Refusal]:
-    """Move aside every ``.git`` and start-up file that appeared between the two scans."""
+    """Move aside every ``.git`` and start-up file that appeared between the two scans, and
+    every protected environment that is another folder now."""
     refusals = []
     # By inode, not by name: a repository whose parent folder was renamed is the same inode
     # under a new name, and a new one can be made under the old name.
     new = sorted(p for p in after.git | after.rc_files if _inode(p) not in before.inodes)
-    for path in new:
-        if not os.path.lexists(path) or any(p in new for p in path.parents):
+    swapped = sorted(p for p, ino in before.environments.items() if _inode(p) not in (None, ino))
+    for path in sorted({*new, *swapped}):
+        if not os.path.lexists(path) or any(p in new or p in swapped for p in path.parents):
             continue
         keys: list[str] = []
         if path.name == ".git" and path.is_dir() and not path.is_symlink():
             keys = dangerous_keys(path / "config")
-        target = path.with_name(path.name + REFUSED_SUFFIX)
-        n = 1
-        while os.path.lexists(target):
-            target = path.with_name(f"{path.name}{REFUSED_SUFFIX}.{n}")
-            n += 1
-        try:
-            os.rename(path, target)
-            moved: Path | None = target
-        except OSError:
-            moved = None
-        refusals.append(Refusal(path, moved, keys))
+        refusals.append(Refusal(path, _move_aside(path), keys, path in swapped))
     return refusals
+
+
+def _move_aside(path: Path) -> Path | None:
+    target = path.with_name(path.name + REFUSED_SUFFIX)
+    n = 1
+    while os.path.lexists(target):
+        target = path.with_name(f"{path.name}{REFUSED_SUFFIX}.{n}")
+        n += 1
+    try:
+        os.rename(path, target)
+    except OSError:
+        return None
+    return target
 
 
 def _inode(path: Path) -> tuple[int, int] | None:

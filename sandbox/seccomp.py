@@ -5,6 +5,9 @@ reserves disk without writing (``RLIMIT_FSIZE`` does not see ``--keep-size``), i
 performs file and socket operations outside the usual system calls, and a new user namespace
 (``unshare``/``clone`` with ``CLONE_NEWUSER``; ``clone3`` is refused so libc falls back to
 ``clone``) would hand the command a fresh set of capabilities to attack the kernel with.
+The kernel keyring calls (``add_key``, ``request_key``, ``keyctl``) are refused too: a command
+inherits the session keyring of whoever started clawloop, and possessing it is enough to read
+the secrets in it (``keyctl print``) even after the drop to another uid.
 Calls made through another ABI (32-bit or x32 on x86-64) are refused as a whole, so the
 numbers below cannot be dodged.
 Written by hand rather than through libseccomp: it is a dozen instructions.
@@ -22,10 +25,20 @@ _ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
 _X32_BIT = 0x40000000
-# fallocate, io_uring_setup, io_uring_enter, io_uring_register
+# fallocate, io_uring_setup, io_uring_enter, io_uring_register, then add_key, request_key,
+# keyctl
+_IO_URING = {425: errno.ENOSYS, 426: errno.ENOSYS, 427: errno.ENOSYS}
 _SYSCALLS = {
-    "x86_64": {285: errno.EOPNOTSUPP, 425: errno.ENOSYS, 426: errno.ENOSYS, 427: errno.ENOSYS},
-    "aarch64": {47: errno.EOPNOTSUPP, 425: errno.ENOSYS, 426: errno.ENOSYS, 427: errno.ENOSYS},
+    "x86_64": {
+        285: errno.EOPNOTSUPP,
+        **_IO_URING,
+        **dict.fromkeys((248, 249, 250), errno.EPERM),
+    },
+    "aarch64": {
+        47: errno.EOPNOTSUPP,
+        **_IO_URING,
+        **dict.fromkeys((217, 218, 219), errno.EPERM),
+    },
 }
 _CLONE_NEWUSER = 0x10000000
 # unshare and clone: flags are the first argument on both architectures; then clone3.

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.rules import PathSubject
+from sandbox.safewalk import Walk
 
 _WILD = frozenset("*?[")
 _EVERYTHING = ("**", "**/*")
@@ -81,17 +82,16 @@ def _matches(workspace: Path, prefix: str, pattern: str) -> list[str]:
     subject = PathSubject("path")
     found: list[str] = []
     top = workspace / prefix
-    for dirpath, dirnames, filenames in os.walk(top):
-        dirnames[:] = [d for d in dirnames if d != ".git"]
-        for name in filenames:
-            path = Path(dirpath) / name
-            rel = path.relative_to(workspace).as_posix()
-            if path.is_symlink() or not path.is_file():
-                continue
-            if subject.matches(pattern, {"path": rel}, "allow", workspace):
-                found.append(rel)
-                if len(found) >= MAX_MATCHES:
-                    return found
+    for entry in Walk(top, seconds=5.0):
+        if entry.kind == "dir":
+            entry.prune = entry.name == ".git"
+        if entry.kind != "file":
+            continue
+        rel = entry.path.relative_to(workspace).as_posix()
+        if subject.matches(pattern, {"path": rel}, "allow", workspace):
+            found.append(rel)
+            if len(found) >= MAX_MATCHES:
+                return found
     return found
 
 

@@ -19,7 +19,9 @@ from sandbox.policy import Policy
 from sandbox.runner import CommandRunner, SandboxRunner, home_folders
 from sandbox.secrets import Redactor, credential_file_secrets, find_secrets
 from sandbox.settings import SandboxSettings
-from sandbox.workspace import check_workspace
+from sandbox.workspace import OwnPlace, check_workspace, installation, protect_installation
+
+_DATA = "data_dir (or CLAWLOOP_DATA_DIR)"
 
 
 @dataclass(slots=True)
@@ -49,12 +51,15 @@ class SkillContext:
         environ: Mapping[str, str] | None = None,
         options: dict[str, Any] | None = None,
         config_path: Path | None = None,
+        own_places: Iterable[OwnPlace] = (),
     ) -> SkillContext:
         """The usual context: a bubblewrap (or "off") runner and the policy from ``settings``.
 
         The policy holds the user's rules; each skill's defaults are merged when it is built.
-        The workspace is refused if it is ``/``, the home folder, or holds the config file.
-        clawloop's config, data and audit folders are hidden from every sandboxed command.
+        The workspace is refused if it is ``/``, the home folder, or holds the config file, the
+        data folder, the audit log or ``own_places``; clawloop's own installation in it is kept
+        read-only. clawloop's config, data and audit folders and the user's home are hidden
+        from every sandboxed command and from the ``files`` tools alike.
         """
         settings = settings or SandboxSettings()
         environ = os.environ if environ is None else environ
@@ -62,16 +67,21 @@ class SkillContext:
             raise UserError(f"the workspace {workspace} is not a folder; create it or pick another")
         workspace = workspace.resolve()
         configs = [config_path] if config_path is not None else []
-        check_workspace(workspace, home_folders(environ), configs)
+        own = [OwnPlace(p, what, _DATA) for p, what in _data_places(data_dir, audit_path)]
+        check_workspace(workspace, home_folders(environ), configs, [*own, *own_places])
+        sandboxed = settings.backend != "off"
+        read_only = protect_installation(workspace, sandboxed, installation())
         hidden = [*clawloop_dirs(), *configs, *(p for p in (data_dir, audit_path) if p)]
         # A folder that holds the workspace cannot be hidden from it (nor write-protected).
         hidden = [p for p in hidden if not _holds(Path(p), workspace)]
+        homes = [h for h in home_folders(environ) if not _holds(h, workspace)]
         redactor = Redactor([*secrets, *credential_file_secrets(home_folders(environ))])
+        runner = SandboxRunner(settings, workspace, environ, hidden, read_only=read_only)
         return cls(
             workspace=workspace,
             settings=settings,
-            runner=SandboxRunner(settings, workspace, environ, hidden),
-            paths=PathResolver(workspace, hidden),
+            runner=runner,
+            paths=PathResolver(workspace, [*hidden, *homes], read_only),
             redactor=redactor,
             audit=AuditLog(audit_path, redactor),
             policy=Policy.from_settings(settings, workspace),
@@ -104,7 +114,28 @@ class SkillContext:
                 "skills_dir": getattr(settings, "skills_path", None),
             },
             config_path=getattr(settings, "config_path", None),
+            own_places=_settings_places(settings),
         )
+
+
+def _data_places(data_dir: Path | None, audit_path: Path | None) -> list[tuple[Path, str]]:
+    places = [(data_dir, "data folder"), (audit_path, "audit log")]
+    return [(Path(p), what) for p, what in places if p is not None]
+
+
+def _settings_places(settings: Any) -> list[OwnPlace]:
+    """The sessions, traces and skills folders named by the CLI's settings, where it has them."""
+    wanted = [
+        ("sessions_dir", "sessions folder", _DATA),
+        ("traces_dir", "traces folder", _DATA),
+        ("skills_path", "skills folder", "skills_dir"),
+    ]
+    places = []
+    for attribute, what, setting in wanted:
+        path = getattr(settings, attribute, None)
+        if isinstance(path, (str, Path)):
+            places.append(OwnPlace(Path(path), what, setting))
+    return places
 
 
 def _holds(folder: Path, workspace: Path) -> bool:

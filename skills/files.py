@@ -3,13 +3,13 @@
 Every path goes through :class:`sandbox.paths.PathResolver`: nothing outside the workspace,
 no links out of it, and the always-protected paths are never written. Every call is bounded:
 only regular files are opened (never blocking on a FIFO), searches use RE2 (linear time, no
-catastrophic backtracking), and walks stop at a deadline with what they found so far.
+catastrophic backtracking), and walks (:mod:`sandbox.safewalk`: no link followed, bounded in
+entries and time) stop at a deadline with what they found so far.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +21,7 @@ from agent.errors import ToolError
 from agent.tools import Tool, function_tool
 from sandbox.paths import PathResolver
 from sandbox.rules import Effect, PathSubject
+from sandbox.safewalk import Walk
 from skills.context import SkillContext
 from skills.guard import with_rule
 
@@ -28,6 +29,7 @@ MAX_READ_CHARS = 100_000
 MAX_LIST = 500
 MAX_MATCHES = 200
 MAX_SEARCH_FILE = 2 * 1024 * 1024
+MAX_WALK = 100_000  # entries a list or search looks at, at most
 _SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
 # No files call takes longer than this, whatever the folder holds.
 MAX_CALL_SECONDS = 20.0
@@ -133,19 +135,21 @@ def make_files_tools(context: SkillContext) -> list[Tool]:
         root = paths.resolve(path)
         if not root.is_dir():
             raise ToolError(f"{path!r} is not a folder")
-        entries = []
-        deadline = time.monotonic() + limit
-        stopped = ""
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-            base = Path(dirpath)
-            entries += [paths.relative(base / d) + "/" for d in dirnames]
-            entries += [paths.relative(base / f) for f in sorted(filenames)]
-            if not recursive or len(entries) > MAX_LIST:
+        entries: list[str] = []
+        walk = Walk(root, MAX_WALK, limit)
+        for entry in walk:
+            if paths.hidden(entry.path) is not None:
+                entry.prune = True
+                continue
+            if entry.kind == "dir":
+                entry.prune = not recursive or entry.name in _SKIP_DIRS
+                if entry.name not in _SKIP_DIRS:
+                    entries.append(paths.relative(entry.path) + "/")
+            else:
+                entries.append(paths.relative(entry.path))
+            if len(entries) > MAX_LIST * 4:
                 break
-            if time.monotonic() > deadline:
-                stopped = f"\n[stopped after {limit:g} s; list a smaller folder]"
-                break
+        stopped = "" if walk.complete else f"\n[stopped after {limit:g} s; list a smaller folder]"
         entries.sort()
         shown = entries[:MAX_LIST]
         more = f"\n[{len(entries) - MAX_LIST} more not shown]" if len(entries) > MAX_LIST else ""
@@ -164,14 +168,13 @@ def make_files_tools(context: SkillContext) -> list[Tool]:
         root = paths.resolve(path)
         matches: list[str] = []
         deadline = time.monotonic() + limit
-        for file in _files_under(root, glob):
-            if time.monotonic() > deadline:
+        for file in _files_under(root, glob, limit):
+            if file is None or time.monotonic() > deadline:
                 matches.append(f"[stopped after {limit:g} s; search a smaller folder]")
                 break
             try:
-                info = file.lstat()
-                if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SEARCH_FILE:
-                    continue  # links, FIFOs, devices and big files are skipped
+                if file.lstat().st_size > MAX_SEARCH_FILE:
+                    continue  # big files are skipped
                 text = _read_text(paths, file)
             except (ToolError, OSError):
                 continue  # binary, vanished or unreadable files are skipped
@@ -194,12 +197,17 @@ def make_files_tools(context: SkillContext) -> list[Tool]:
     ]
 
 
-def _files_under(root: Path, glob: str | None) -> Iterator[Path]:
+def _files_under(root: Path, glob: str | None, seconds: float) -> Iterator[Path | None]:
+    """The regular files under ``root`` (``root`` itself if it is not a folder); links, FIFOs,
+    sockets and devices are skipped. None last if the walk was cut short."""
     if not root.is_dir():
         yield root
         return
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        for name in sorted(filenames):
-            if glob is None or Path(name).match(glob):
-                yield Path(dirpath) / name
+    walk = Walk(root, MAX_WALK, seconds)
+    for entry in walk:
+        if entry.kind == "dir":
+            entry.prune = entry.name in _SKIP_DIRS
+        elif entry.kind == "file" and (glob is None or Path(entry.name).match(glob)):
+            yield entry.path
+    if not walk.complete:
+        yield None

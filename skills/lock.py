@@ -24,10 +24,13 @@ _SKIP = frozenset({"__pycache__", ".git", ".mypy_cache", ".pytest_cache"})
 
 def content_hash(skill: Skill) -> str:
     """sha256 over the skill's files (a folder, a file, or its plugin's module) and manifest."""
+    return _digest(_files(skill), (skill.permissions or Permissions()).model_dump())
+
+
+def _digest(files: list[tuple[str, bytes]], manifest: dict[str, Any]) -> str:
     digest = hashlib.sha256()
-    for rel, data in _files(skill):
+    for rel, data in files:
         digest.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
-    manifest = (skill.permissions or Permissions()).model_dump()
     digest.update(json.dumps(manifest, sort_keys=True).encode())
     return digest.hexdigest()
 
@@ -80,6 +83,23 @@ class LockFile:
         if entry is None or entry.get("source") != skill.source:
             return "new"
         return "approved" if entry.get("sha256") == content_hash(skill) else "changed"
+
+    def file_status(self, path: Path, data: bytes) -> tuple[str, Status]:
+        """The name and status of the ``.py`` skill file ``path`` whose content is ``data``,
+        found without running it (importing runs it): approved only if ``data`` is exactly
+        what the user approved. The lock entry's hash covers the file and the manifest the
+        user saw, and the manifest is in the entry. A file the lock does not know is "new",
+        under its file name.
+        """
+        source = f"file {path}"
+        for name, entry in self.entries().items():
+            if not isinstance(entry, dict) or entry.get("source") != source:
+                continue
+            manifest = Permissions.model_validate(entry.get("permissions", {})).model_dump()
+            if entry.get("sha256") == _digest([(path.name, data)], manifest):
+                return name, "approved"
+            return name, "changed"
+        return path.stem, "new"
 
     def approved_permissions(self, name: str) -> Permissions | None:
         entry = self.entries().get(name)

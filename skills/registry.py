@@ -5,6 +5,11 @@ in the group ``clawloop.skills`` (the built-ins are one of them), and single ``.
 the user's skills folder, registered as plugins too. Folders with a ``SKILL.md`` and the MCP
 servers in the config become skills here as well. Two skills with one name are a
 :class:`UserError` naming both sources.
+
+Importing a ``.py`` file runs it, so when asked to verify (every agent run) a file is
+imported only if its bytes are the ones the user approved, and it is those very bytes that run:
+a file changed behind the lock is reported and never executed. The ``agent skills`` commands
+that show or approve a skill (run by the user, on purpose) import without the lock.
 """
 
 from __future__ import annotations
@@ -20,8 +25,12 @@ import pluggy
 
 from agent.errors import UserError
 from agent.plugins import each_registration, plugin_manager
+from sandbox.safewalk import read_regular
 from skills.instructions import is_instruction_skill, load_instruction_skill
+from skills.lock import LockFile
 from skills.skill import Permissions, Skill
+
+MAX_SKILL_FILE = 4 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -30,6 +39,7 @@ class Discovery:
 
     skills: dict[str, Skill] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    held: dict[str, str] = field(default_factory=dict)  # skill files not run: name -> why
 
     def add(self, skill: Skill) -> None:
         other = self.skills.get(skill.name)
@@ -41,8 +51,16 @@ class Discovery:
         self.skills[skill.name] = skill
 
 
-def skills_plugin_manager(skills_dir: Path | None = None) -> tuple[pluggy.PluginManager, list[str]]:
-    """The plugin manager for skills: entry points, then the ``.py`` files in ``skills_dir``."""
+def skills_plugin_manager(
+    skills_dir: Path | None = None,
+    lock: LockFile | None = None,
+    *,
+    verify: bool = False,
+    held: dict[str, str] | None = None,
+) -> tuple[pluggy.PluginManager, list[str]]:
+    """The plugin manager for skills: entry points, then the ``.py`` files in ``skills_dir``
+    (with ``verify``, only those ``lock`` approves as they are; none without a lock). The
+    files not run go to ``held`` (name -> "new" or "changed")."""
     pm = plugin_manager(groups=("clawloop.skills",))
     if not any(getattr(p, "__name__", "") == "skills.builtin" for p in pm.get_plugins()):
         # From a source tree without installed metadata the built-ins have no entry point;
@@ -52,8 +70,21 @@ def skills_plugin_manager(skills_dir: Path | None = None) -> tuple[pluggy.Plugin
         pm.register(builtin, name="builtin")
     problems: list[str] = []
     for path in sorted(skills_dir.glob("*.py")) if skills_dir and skills_dir.is_dir() else []:
+        data = read_regular(path, MAX_SKILL_FILE)
+        if data is None:
+            problems.append(f"{path}: not a regular file; not loaded")
+            continue
+        if verify:
+            name, status = lock.file_status(path, data) if lock else (path.stem, "new")
+            if status != "approved":
+                (held if held is not None else {})[name] = status
+                problems.append(
+                    f"{path}: {status} since it was approved, so it was not run; "
+                    f"review it, then `agent skills approve {name}`"
+                )
+                continue
         try:
-            pm.register(_import_file(path), name=f"file {path}")
+            pm.register(_import_file(path, data), name=f"file {path}")
         except Exception as exc:  # a broken user file must not stop the others
             problems.append(f"{path}: cannot be loaded ({type(exc).__name__}: {exc})")
     return pm, problems
@@ -63,11 +94,16 @@ def discover(
     skills_dir: Path | None = None,
     mcp_servers: Mapping[str, Any] | None = None,
     pm: pluggy.PluginManager | None = None,
+    lock: LockFile | None = None,
+    *,
+    verify: bool = False,
 ) -> Discovery:
-    """Every registered skill with its source set; non-built-ins always carry a manifest."""
+    """Every registered skill with its source set; non-built-ins always carry a manifest.
+
+    With ``verify``, a ``.py`` skill file is run only if ``lock`` approves its content."""
     found = Discovery()
     if pm is None:
-        pm, found.problems = skills_plugin_manager(skills_dir)
+        pm, found.problems = skills_plugin_manager(skills_dir, lock, verify=verify, held=found.held)
     for source, plugin, args in each_registration(pm, "register_skills"):
         for skill in args:
             if not isinstance(skill, Skill):
@@ -97,13 +133,18 @@ def discover(
     return found
 
 
-def _import_file(path: Path) -> object:
-    """Import one ``.py`` file as a module of its own (re-imported when it changes)."""
+def _import_file(path: Path, data: bytes) -> object:
+    """Run ``data`` (the content of ``path``, already checked) as a module of its own.
+
+    The bytes that were checked are the bytes that run: the file is not read again.
+    """
     name = f"clawloop_skill_file_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
+    spec = importlib.util.spec_from_loader(name, loader=None, origin=str(path))
+    if spec is None:
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
+    module.__file__ = str(path)
+    code = compile(data, str(path), "exec")
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    exec(code, module.__dict__)
     return module

@@ -24,8 +24,9 @@ from agent.errors import ToolError
 from agent.tools import Tool, function_tool
 from sandbox.rules import Effect, PathSubject, Subject
 from sandbox.runner import CommandResult
+from sandbox.safewalk import Walk
 from skills.context import SkillContext
-from skills.files import _read_text, _write_text
+from skills.files import MAX_CALL_SECONDS, MAX_WALK, _read_text, _write_text
 from skills.guard import with_rule
 from skills.simple_command import make_command_tool
 
@@ -111,16 +112,17 @@ def make_simple_tools(context: SkillContext) -> list[Tool]:
         if not needle:
             raise ToolError("give the word to look for")
         hits = []
-        for dirpath, dirnames, filenames in os.walk(paths.workspace):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in sorted(filenames):
-                full = os.path.join(dirpath, name)
-                rel = os.path.relpath(full, paths.workspace)
-                try:
-                    if needle in _read_text(paths, paths.resolve(rel)).lower():
-                        hits.append(rel)
-                except (ToolError, OSError):
-                    continue
+        # Bounded, link-free and never opening a FIFO: sandbox.safewalk.
+        for entry in Walk(paths.workspace, MAX_WALK, MAX_CALL_SECONDS):
+            entry.prune = entry.kind == "dir" and entry.name.startswith(".")
+            if entry.kind != "file":
+                continue
+            rel = os.path.relpath(entry.path, paths.workspace)
+            try:
+                if needle in _read_text(paths, paths.resolve(rel)).lower():
+                    hits.append(rel)
+            except (ToolError, OSError):
+                continue
         if not hits:
             return f"No file contains {text!r}."
         return f"{text!r} is in {', '.join(hits)}."

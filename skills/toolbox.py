@@ -65,23 +65,27 @@ class SkillSet:
     def load(self) -> None:
         """Discover, start and collect; skills that were running are closed first."""
         with self._lock:
-            found = discover(
-                skills_dir(self.context), self.context.options.get("mcp"), self.pm
-            ).skills
+            lock = lock_file(self.context)
+            # A skill file runs only if the lock approves the very bytes that are imported.
+            mcp = self.context.options.get("mcp")
+            discovery = discover(skills_dir(self.context), mcp, self.pm, lock, verify=True)
+            found = discovery.skills
             names = (
                 [n for n, s in found.items() if s.by_default]
                 if self.enabled is None
                 else list(self.enabled)
             )
-            unknown = [n for n in names if n not in found and n != "skills"]
+            held = {
+                n: why for n, why in discovery.held.items() if self.enabled is None or n in names
+            }
+            unknown = [n for n in names if n not in found and n != "skills" and n not in held]
             if unknown:
                 raise UserError(
                     f"unknown skill {', '.join(map(repr, unknown))}; "
                     f"known skills: {', '.join(sorted(found))}"
                 )
-            lock = lock_file(self.context)
             chosen: dict[str, Skill] = {}
-            disabled: dict[str, str] = {}
+            disabled: dict[str, str] = dict(held)
             for name in names:
                 if name not in found:
                     continue

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.messages import FunctionSpec, ToolSpec
+from sandbox.safewalk import Walk
 
 MARK = "x-workspace"
 LIMIT = 64
@@ -27,17 +28,18 @@ def list_workspace(root: Path, limit: int = LIMIT) -> tuple[list[str], list[str]
     """The workspace's files and folders (relative, sorted), or None past ``limit`` entries."""
     files: list[str] = []
     folders: list[str] = ["."]
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP)
-        base = Path(dirpath)
-        folders += [os.path.relpath(base / d, root) for d in dirnames]
-        files += [
-            os.path.relpath(base / f, root)
-            for f in sorted(filenames)
-            if not (base / f).is_symlink() and (base / f).is_file()
-        ]
+    # Bounded and link-free (sandbox.safewalk): the workspace is written by sandboxed commands.
+    walk = Walk(root, limit * 4, seconds=2.0)
+    for entry in walk:
+        if entry.kind == "dir" and entry.name not in _SKIP:
+            folders.append(os.path.relpath(entry.path, root))
+        elif entry.kind == "file":
+            files.append(os.path.relpath(entry.path, root))
+        entry.prune = entry.name in _SKIP
         if len(files) + len(folders) > limit:
             return None
+    if not walk.complete:
+        return None
     return sorted(files), sorted(folders)
 
 

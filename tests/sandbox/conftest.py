@@ -20,8 +20,8 @@ from sandbox.runner import CommandResult, SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 
 # The programs these tests drive. A missing one fails loudly: a skipped escape test would
-# look like a passing sandbox. Debian packages: bubblewrap curl netcat-openbsd acl git.
-REQUIRED = ["bwrap", "curl", "nc", "setfacl", "git", "python3", "bash", "setsid"]
+# look like a passing sandbox. Debian packages: bubblewrap curl netcat-openbsd acl git keyutils.
+REQUIRED = ["bwrap", "curl", "nc", "setfacl", "git", "python3", "bash", "setsid", "keyctl"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -30,7 +30,7 @@ def _tools_present() -> None:
     if missing:
         pytest.fail(
             f"missing programs for the sandbox tests: {missing}; "
-            "apt-get install bubblewrap curl netcat-openbsd acl git",
+            "apt-get install bubblewrap curl netcat-openbsd acl git keyutils",
             pytrace=False,
         )
 

@@ -35,6 +35,7 @@ MODULES = [
     "test_sandbox_workspace_refusal.py",
     "test_sandbox_egress.py",
     "test_sandbox_write_paths.py",
+    "test_sandbox_third_pass_a.py",
 ]
 
 

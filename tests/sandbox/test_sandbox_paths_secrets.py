@@ -69,7 +69,6 @@ def test_open_refuses_a_link_swapped_in_after_resolving(ws: Path, tmp_path: Path
         ".bashrc",
         "a/.zshrc",
         ".profile",
-        "cfg-clawloop/config.toml",
     ],
 )
 def test_protected_paths_are_never_written(ws: Path, tmp_path: Path, path: str) -> None:
@@ -77,6 +76,14 @@ def test_protected_paths_are_never_written(ws: Path, tmp_path: Path, path: str) 
     with pytest.raises(ToolError, match="protected"):
         r.resolve(path, for_write=True)
     r.resolve(path)  # reading them is fine
+
+
+def test_clawloop_folders_are_neither_read_nor_written(ws: Path, tmp_path: Path) -> None:
+    # The shell sees an empty folder there, so the files tools show nothing either.
+    r = resolver(ws, tmp_path)
+    for for_write in (True, False):
+        with pytest.raises(ToolError, match="hidden from the sandbox"):
+            r.resolve("cfg-clawloop/config.toml", for_write=for_write)
 
 
 def test_secrets_are_found_and_redacted() -> None:
