@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from agent.errors import UserError
+from cli.console import SafeConsole
 
 DEFAULT_HELD_OUT = Path("evals/basic.yaml")
 
@@ -92,7 +93,7 @@ def train(
     from backends.training.trainer import TrainSettings
     from backends.training.trainer import train as run_training
 
-    console = Console(highlight=False)
+    console = SafeConsole(highlight=False)
     base = check_gguf(model) if model else default_model_path()
     examples = list(read_examples(data or []))
     described: dict[str, Any] = {"files": [str(p) for p in data or []]}
