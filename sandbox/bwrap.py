@@ -60,6 +60,7 @@ class MountPlan:
     # When set, the workspace is read-only but for these parts (fds opened by the caller).
     writable: list[tuple[int, Path]] | None = None
     proxy_socket: Path | None = None  # the host-side socket of the per-host network proxy
+    read_only: list[Path] = field(default_factory=list)  # declared host folders, read-only
 
 
 def bwrap_path() -> str:
@@ -120,6 +121,8 @@ def bwrap_args(
         args += ["--size", str(plan.tmp_size_mb * _MB), "--perms", "1777", "--tmpfs", "/tmp"]
         args += ["--symlink", "../tmp", "/var/tmp"]
     args += ["--ro-bind", "/proc/sys", "/proc/sys"]
+    for path in plan.read_only:  # before the hidden folders, which cover what is inside them
+        args += [*_ancestors(path), "--ro-bind", str(path), str(path)]
     # Homes and clawloop's folders that are visible (under /opt, say, or in full-access).
     for path in plan.hidden:
         if not _inside(path, plan.workspace):

@@ -213,6 +213,10 @@ class SandboxRunner:
         result.notes += notes
         return result
 
+    def cgroup(self) -> Cgroup:
+        """This runner's cgroup (a long-running server joins it too: :mod:`sandbox.service`)."""
+        return self._cgroup()
+
     def _cgroup(self) -> Cgroup:
         """This runner's cgroup, made on first use and removed when the runner goes.
 
