@@ -7,9 +7,9 @@ tools, so "file" counts for little and "lines" for much) and keeps the best ``k`
 in ``general`` (a tool that composes a command, for whatever no narrow tool does) are offered
 beside them whenever any tool matches, or the message names a file or folder that a tool's
 arguments offer (an ``enum`` of the workspace's files): a question about a named file is work
-for tools even when its words ("largest", "average") are in no tool's description. Tools named in ``always`` (the answer tool) are offered
-too; when no tool matches any word of the
-message (a greeting, a general question), only they are. With ``look_first``, a message that
+for tools even when its words ("largest", "average") are in no tool's description. Tools named
+in ``always`` (the answer tool) are offered too; when no tool matches any word of the message (a
+greeting, a general question), only they are. With ``look_first``, a message that
 does match a tool may not call an ``always`` tool in the first reply: the model looks before it
 answers. That tool is still shown (only the grammar holds it back), so every step of a task
 renders the same tool list and the prompt keeps its cached prefix from step to step.

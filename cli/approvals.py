@@ -17,6 +17,7 @@ from rich.prompt import Prompt
 
 from agent.events import ApprovalRequested
 from agent.run_context import RunContext
+from cli.console import SafeConsole
 from skills.guard import Answer, ApprovalRequest, Approver
 
 
@@ -37,7 +38,7 @@ class TerminalApprover:
         add_rule: Callable[[str, str], Path] = _config_add_rule,
         prompt: Callable[[str], str] | None = None,
     ) -> None:
-        self.console = console or Console(stderr=True)
+        self.console = console or SafeConsole(stderr=True)
         self.add_rule = add_rule
         self.prompt = prompt or self._ask
 

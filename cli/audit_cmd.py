@@ -11,6 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agent.terminal_text import terminal_safe
+from cli.console import SafeConsole
+from cli.render import json_line
 from sandbox.audit import read_recent
 
 
@@ -19,7 +22,7 @@ def show_audit(path: Path, n: int, console: Console, as_json: bool = False) -> i
     entries = read_recent(path, n)
     if as_json:
         for entry in entries:
-            console.print_json(json.dumps(entry))
+            console.print(json_line(entry), markup=False, soft_wrap=True)
         return 0
     if not entries:
         console.print(f"no tool calls recorded yet ({path})")
@@ -35,14 +38,19 @@ def show_audit(path: Path, n: int, console: Console, as_json: bool = False) -> i
             outcome += f": {e['detail'][:120]}"
         table.add_row(
             when,
-            e.get("tool", ""),
-            escape(args[:200]),
-            e.get("decision", ""),
-            escape(e.get("decided_by", "")),
-            escape(outcome),
+            _cell(str(e.get("tool", ""))),
+            _cell(args[:200]),
+            _cell(str(e.get("decision", ""))),
+            _cell(str(e.get("decided_by", ""))),
+            _cell(outcome),
         )
     console.print(table)
     return 0
+
+
+def _cell(text: str) -> str:
+    """An entry's field in the table: neither markup nor control characters act."""
+    return escape(terminal_safe(text))
 
 
 def audit(
@@ -52,4 +60,4 @@ def audit(
     """Show recent tool calls with their decisions (from the audit log)."""
     from cli.config import load_settings
 
-    raise typer.Exit(show_audit(load_settings().audit_path, n, Console(), as_json))
+    raise typer.Exit(show_audit(load_settings().audit_path, n, SafeConsole(), as_json))

@@ -90,6 +90,8 @@ class Settings(BaseModel):
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir(APP)))
     config_path: Path | None = None
+    # Terminal control sequences in output are shown (as ^[) unless this is set (or --raw).
+    raw_output: bool = False
 
     @property
     def small_model(self) -> bool:

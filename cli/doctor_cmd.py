@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from agent.terminal_text import terminal_safe
 from sandbox.doctor import checks
 
 
@@ -15,7 +16,7 @@ def doctor() -> None:
     results = checks(settings.sandbox, settings.workspace.expanduser())
     for check in results:
         mark = "ok  " if check.holds else "NO  "
-        typer.echo(f"{mark}{check.name}: {check.detail}")
+        typer.echo(terminal_safe(f"{mark}{check.name}: {check.detail}"))
     missing = [c.name for c in results if not c.holds]
     if missing:
         typer.echo(f"not enforced here: {', '.join(missing)} (see docs/sandbox.md)")

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from cli.console import SafeConsole
 
 engine_app = typer.Typer(
     help="The bundled paged engine: plan how much KV cache fits; stop resident engines."
@@ -66,7 +67,7 @@ def plan(
     table.add_row("blocks", f"{result.num_blocks:,}")
     table.add_row("tokens", f"{result.num_tokens:,}")
     table.add_row(f"sequences of {result.max_len:,} tokens", f"{result.concurrent_sequences:,}")
-    Console().print(table)
+    SafeConsole().print(table)
 
 
 @engine_app.command()

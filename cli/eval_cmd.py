@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from cli.config import load_settings
+from cli.console import SafeConsole
 from cli.evals.report import dump_json, print_table, to_json, write_plot
 from cli.evals.runner import TaskResult, Variant, run_suite
 from cli.evals.suite import load_suite
@@ -65,7 +65,7 @@ def evaluate(
     for name in prompt or [base.prompt_name]:
         settings = base.model_copy(update={"prompt": name})
         variants.append(Variant(name, settings, build_backend(settings)))
-    console = Console(stderr=json_out, highlight=False)
+    console = SafeConsole(stderr=json_out, highlight=False)
     total = len(suite.tasks) * repeat * len(variants)
     done = 0
 

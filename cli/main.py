@@ -6,12 +6,12 @@ import os
 import sys
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from agent.errors import UserError
 from cli import run_cmd, serve_cmd
 from cli.config import config_path
+from cli.console import SafeConsole
 from cli.models_cmd import models
 from cli.sessions_cmd import sessions_app
 
@@ -86,8 +86,10 @@ _mount_optional_groups()
 
 def main() -> None:
     """Entry point: run the app; a UserError becomes one line on stderr and exit code 2."""
+    from cli.console import install_safe_logging
     from cli.fast_exit import finish
 
+    install_safe_logging()
     try:
         app()
     except SystemExit as done:
@@ -95,7 +97,7 @@ def main() -> None:
     except UserError as exc:
         if os.environ.get("CLAWLOOP_DEBUG"):
             raise
-        Console(stderr=True, highlight=False).print(
+        SafeConsole(stderr=True, highlight=False).print(
             f"[red]error:[/red] {escape(exc.message)}", soft_wrap=True
         )
         sys.exit(2)

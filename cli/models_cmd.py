@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from agent.errors import UserError
 from backends.default_model import default_model_path
 from cli.config import load_settings
+from cli.console import SafeConsole
 from cli.wiring import backend_factories
 
-console = Console(highlight=False)
+console = SafeConsole(highlight=False)
 
 
 def models() -> None:

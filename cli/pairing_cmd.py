@@ -6,17 +6,17 @@ import datetime as dt
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from cli.config import load_settings
+from cli.console import SafeConsole
 from cli.gateway_cmd import access_list
 
 pairing_app = typer.Typer(
     help="Pair chat users with the bots: list codes, approve them, revoke users.",
     no_args_is_help=True,
 )
-console = Console(highlight=False)
+console = SafeConsole(highlight=False)
 
 
 @pairing_app.command("list")

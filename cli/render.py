@@ -7,6 +7,7 @@ import sys
 from typing import Protocol
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
@@ -20,6 +21,8 @@ from agent.events import (
     UsageEvent,
     event_to_json,
 )
+from agent.terminal_text import raw_output, terminal_safe
+from cli.console import SafeConsole
 
 RESULT_PREVIEW_LINES = 20
 
@@ -51,7 +54,7 @@ class JsonRenderer:
             self._emit(self._final)
 
     def _emit(self, event: Event) -> None:
-        sys.stdout.write(json.dumps(event_to_json(event), ensure_ascii=False) + "\n")
+        sys.stdout.write(json_line(event_to_json(event)) + "\n")
         sys.stdout.flush()
 
 
@@ -59,7 +62,7 @@ class TerminalRenderer:
     """Tokens streaming, each tool call and result in its own panel, the answer, a summary."""
 
     def __init__(self, console: Console | None = None, session_name: str | None = None) -> None:
-        self.console = console or Console(highlight=False)
+        self.console = console or SafeConsole(highlight=False)
         self.session_name = session_name
         self._streaming = False
         self._streamed = ""
@@ -69,15 +72,15 @@ class TerminalRenderer:
             if not self._streaming:
                 self._streaming = True
             self._streamed += event.text
-            self.console.print(Text(event.text, style="dim"), end="")
+            self.console.print(Text(terminal_safe(event.text), style="dim"), end="")
             return
         self._end_stream()
         if isinstance(event, ToolCallEvent):
             args = event.call.function.arguments
             self.console.print(
                 Panel(
-                    Text(args),
-                    title=f"tool call: {event.call.function.name}",
+                    Text(terminal_safe(args)),
+                    title=f"tool call: {_title(event.call.function.name)}",
                     title_align="left",
                     border_style="cyan",
                 )
@@ -86,20 +89,25 @@ class TerminalRenderer:
             style = "green" if event.ok else "red"
             self.console.print(
                 Panel(
-                    Text(_preview(event.content)),
-                    title=f"result: {event.name} ({event.seconds:.2f} s)",
+                    Text(terminal_safe(_preview(event.content))),
+                    title=f"result: {_title(event.name)} ({event.seconds:.2f} s)",
                     title_align="left",
                     border_style=style,
                 )
             )
         elif isinstance(event, FinalEvent):
             self.console.print(
-                Panel(Text(event.content), title="answer", title_align="left", border_style="bold")
+                Panel(
+                    Text(terminal_safe(event.content)),
+                    title="answer",
+                    title_align="left",
+                    border_style="bold",
+                )
             )
         elif isinstance(event, ErrorEvent):
-            self.console.print(f"[red]✗ {event.message}[/red]")
+            self.console.print(f"[red]✗ {_title(event.message)}[/red]")
         elif isinstance(event, UsageEvent):
-            session = f" · session {self.session_name}" if self.session_name else ""
+            session = f" · session {_title(self.session_name)}" if self.session_name else ""
             cached = f" ({event.cached_tokens} cached)" if event.cached_tokens else ""
             self.console.print(
                 f"[dim]{event.steps} steps · {event.prompt_tokens} prompt tokens{cached} · "
@@ -123,3 +131,23 @@ def _preview(text: str) -> str:
         return text
     hidden = len(lines) - RESULT_PREVIEW_LINES
     return "\n".join(lines[:RESULT_PREVIEW_LINES]) + f"\n… {hidden} more lines"
+
+
+def _title(text: str) -> str:
+    """Text quoted inside rich markup: no markup of its own, no control characters."""
+    return escape(terminal_safe(text))
+
+
+def json_line(value: object) -> str:
+    """One JSON value on one line; DEL, C1 controls and direction overrides written as ``\\u``
+    escapes (``json.dumps`` escapes only C0), so the line is inert in a terminal and the data
+    unchanged for the script reading it."""
+    text = json.dumps(value, ensure_ascii=False)
+    if raw_output():
+        return text
+    return "".join(f"\\u{ord(c):04x}" if _unsafe(c) else c for c in text)
+
+
+def _unsafe(char: str) -> bool:
+    code = ord(char)
+    return 0x7F <= code <= 0x9F or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069

@@ -7,19 +7,20 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from agent.events import ApprovalRequested, FinalEvent
 from agent.loop import AgentLoop
 from agent.run_context import RunContext
 from agent.session import Session
+from agent.terminal_text import set_raw_output
 from cli.approvals import answer_event, choose_approver
 from cli.config import Settings, load_settings
+from cli.console import SafeConsole
 from cli.render import JsonRenderer, Renderer, TerminalRenderer
 from cli.wiring import build_backend, build_loop, build_toolbox, open_session, run_traced
 from skills.guard import Approver
 
-err_console = Console(stderr=True, highlight=False)
+err_console = SafeConsole(stderr=True, highlight=False)
 
 BackendOpt = Annotated[
     str | None,
@@ -85,6 +86,13 @@ TempOpt = Annotated[
     typer.Option("--temperature", min=0.0, help="Sampling temperature (0 = greedy, the default)."),
 ]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Sampling seed.")]
+RawOpt = Annotated[
+    bool,
+    typer.Option(
+        "--raw",
+        help="Show output as it is, terminal control sequences included (default: shown as ^[).",
+    ),
+]
 BaseUrlOpt = Annotated[
     str | None,
     typer.Option("--base-url", help="Server URL for the openai backend, e.g. http://host:8000/v1."),
@@ -104,8 +112,11 @@ def _settings(**flags: Any) -> Settings:
         "decoding.temperature": flags.get("temperature"),
         "decoding.seed": flags.get("seed"),
         "backends.openai.base_url": flags.get("base_url"),
+        "raw_output": True if flags.get("raw") else None,
     }
-    return load_settings(overrides)
+    settings = load_settings(overrides)
+    set_raw_output(settings.raw_output)
+    return settings
 
 
 def _prepare(
@@ -175,6 +186,7 @@ def run(
     temperature: TempOpt = None,
     seed: SeedOpt = None,
     base_url: BaseUrlOpt = None,
+    raw: RawOpt = False,
 ) -> None:
     """Run one task to a final answer. Exit code 0 on a final answer, 1 otherwise."""
     settings = _settings(**locals())
@@ -200,12 +212,13 @@ def chat(
     temperature: TempOpt = None,
     seed: SeedOpt = None,
     base_url: BaseUrlOpt = None,
+    raw: RawOpt = False,
 ) -> None:
     """Talk with the agent; the conversation is kept as a session. Type /exit or Ctrl-D to leave."""
     settings = _settings(**locals())
     loop, approver = _prepare(settings, script, yes, as_json=False, watch=True)
     name, conversation = open_session(settings, session)
-    console = Console(highlight=False)
+    console = SafeConsole(highlight=False)
     console.print(f"[dim]session {name} · /exit to leave[/dim]")
     while True:
         try:

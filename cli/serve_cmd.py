@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from agent.errors import UserError
+from cli.console import SafeConsole
 
 SERVE_INSTALL_HINT = "pip install 'clawloop[serve]'"
 API_KEY_ENV = "CLAWLOOP_SERVE_API_KEY"
 
-err_console = Console(stderr=True, highlight=False)
+err_console = SafeConsole(stderr=True, highlight=False)
 
 
 def serve(

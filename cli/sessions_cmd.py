@@ -7,16 +7,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from agent.errors import UserError
 from agent.messages import AssistantMessage, ToolMessage
 from agent.session import Session, check_session_name
+from agent.terminal_text import terminal_safe
 from cli.config import load_settings
+from cli.console import SafeConsole
 
 sessions_app = typer.Typer(help="List, show and remove saved sessions.", no_args_is_help=True)
-console = Console(highlight=False)
+console = SafeConsole(highlight=False)
 
 
 def _path(name: str) -> Path:
@@ -55,15 +57,19 @@ def show(name: Annotated[str, typer.Argument(help="Session name.")]) -> None:
     for message in session.messages:
         if isinstance(message, AssistantMessage):
             if message.content:
-                console.print(f"[bold]assistant:[/bold] {message.content}")
+                console.print(f"[bold]assistant:[/bold] {_shown(message.content)}")
             for call in message.tool_calls or []:
                 console.print(
-                    f"[cyan]tool call {call.function.name}[/cyan] {call.function.arguments}"
+                    f"[cyan]tool call {_shown(call.function.name)}[/cyan] "
+                    f"{_shown(call.function.arguments)}"
                 )
         elif isinstance(message, ToolMessage):
-            console.print(f"[green]tool result ({message.name}):[/green] {message.content}")
+            console.print(
+                f"[green]tool result ({_shown(message.name or '')}):[/green] "
+                f"{_shown(message.content)}"
+            )
         else:
-            console.print(f"[bold]{message.role}:[/bold] {message.content}")
+            console.print(f"[bold]{message.role}:[/bold] {_shown(str(message.content))}")
     if session.skipped_lines:
         console.print(f"[yellow]{session.skipped_lines} unreadable line(s) skipped[/yellow]")
 
@@ -74,3 +80,8 @@ def remove(names: Annotated[list[str], typer.Argument(help="Session names.")]) -
     for name in names:
         _path(name).unlink()
         console.print(f"removed {name}")
+
+
+def _shown(text: str) -> str:
+    """A message's text inside markup: neither markup nor control characters act."""
+    return escape(terminal_safe(text))

@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agent.errors import UserError
+from cli.console import SafeConsole
 from skills.context import SkillContext
 from skills.instructions import is_instruction_skill, load_instruction_skill
 from skills.lock import LockFile, manifest_diff
@@ -287,13 +288,13 @@ def _confirm(yes: bool) -> Confirm:
 @skills_app.command("list")
 def list_command() -> None:
     """Show every skill, whether it is enabled, and where it comes from."""
-    raise typer.Exit(list_skills(_skills(), Console()))
+    raise typer.Exit(list_skills(_skills(), SafeConsole()))
 
 
 @skills_app.command("info")
 def info_command(name: str = typer.Argument(..., help="the skill's name")) -> None:
     """Show a skill's source, status, permission manifest and instructions."""
-    raise typer.Exit(show_info(_skills(), name, Console()))
+    raise typer.Exit(show_info(_skills(), name, SafeConsole()))
 
 
 @skills_app.command("install")
@@ -302,7 +303,7 @@ def install_command(
     yes: bool = typer.Option(False, "--yes", "-y", help="accept the permissions shown"),
 ) -> None:
     """Install a skill after showing its permission manifest and asking for consent."""
-    raise typer.Exit(install(_skills(), spec, Console(), _confirm(yes)))
+    raise typer.Exit(install(_skills(), spec, SafeConsole(), _confirm(yes)))
 
 
 @skills_app.command("approve")
@@ -311,16 +312,16 @@ def approve_command(
     yes: bool = typer.Option(False, "--yes", "-y", help="accept the permissions shown"),
 ) -> None:
     """Approve a new or changed skill as it is now (shows how its manifest changed)."""
-    raise typer.Exit(approve(_skills(), name, Console(), _confirm(yes)))
+    raise typer.Exit(approve(_skills(), name, SafeConsole(), _confirm(yes)))
 
 
 @skills_app.command("remove")
 def remove_command(name: str = typer.Argument(..., help="the skill's name")) -> None:
     """Remove an installed skill (its folder, file or package) and its lock entry."""
-    raise typer.Exit(remove(_skills(), name, Console()))
+    raise typer.Exit(remove(_skills(), name, SafeConsole()))
 
 
 @skills_app.command("check")
 def check_command() -> None:
     """Check every skill's required programs and variables, hashes and approvals."""
-    raise typer.Exit(check(_skills(), Console()))
+    raise typer.Exit(check(_skills(), SafeConsole()))

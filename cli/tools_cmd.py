@@ -16,6 +16,7 @@ from rich.table import Table
 
 from agent.errors import ToolError, UserError
 from agent.tools import observation
+from cli.console import SafeConsole
 from skills.context import SkillContext
 from skills.guard import Approver, GuardedTool, rule_target
 from skills.toolbox import build_toolbox, build_tools
@@ -137,7 +138,7 @@ def _settings(sandbox: str | None) -> Any:
 @tools_app.command("list")
 def list_command(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Show every tool, where it comes from, and its argument schema."""
-    raise typer.Exit(list_tools(_settings(None), Console(), as_json))
+    raise typer.Exit(list_tools(_settings(None), SafeConsole(), as_json))
 
 
 @tools_app.command("call")
@@ -151,6 +152,6 @@ def call_command(
     """Run one tool call exactly as the agent would (rules, approvals, sandbox)."""
     from cli.approvals import choose_approver
 
-    console = Console()
-    approver = choose_approver(yes=yes, json_output=as_json, console=Console(stderr=True))
+    console = SafeConsole()
+    approver = choose_approver(yes=yes, json_output=as_json, console=SafeConsole(stderr=True))
     raise typer.Exit(call_tool(_settings(sandbox), tool, arguments, approver, console, as_json))

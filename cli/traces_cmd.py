@@ -8,19 +8,20 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from agent.errors import UserError
+from agent.terminal_text import terminal_safe
 from agent.trace import Trace, grade_trace, read_trace, read_traces, trace_path
 from cli.config import load_settings
+from cli.console import SafeConsole
 from cli.trace_export import export, select, since_time
 
 traces_app = typer.Typer(
     help="Traces of past runs: list, show, grade, fix, export.", no_args_is_help=True
 )
-console = Console(highlight=False)
+console = SafeConsole(highlight=False)
 
 
 def _folder() -> Path:
@@ -71,7 +72,7 @@ def show(
         f"[bold]run {trace.run_id}[/bold]  prompt {start.get('prompt')}  "
         f"backend {start.get('backend')}  {start.get('time', '')}"
     )
-    console.print(f"[bold]task:[/bold] {escape(str(start.get('task', '')))}")
+    console.print(f"[bold]task:[/bold] {escape(terminal_safe(str(start.get('task', ''))))}")
     for record in trace.records:
         _show_record(record)
 
@@ -82,9 +83,9 @@ def _show_record(r: dict[str, Any]) -> None:
     if line is not None:
         console.print(f"[dim]{str(r.get('time', ''))[11:23]}[/dim] {line(r)}")
     if kind == "step" and r.get("raw_text") is not None:
-        console.print(f"    [dim]raw:[/dim] {escape(r['raw_text'][:400])}")
+        console.print(f"    [dim]raw:[/dim] {escape(terminal_safe(r['raw_text'][:400]))}")
     if kind == "step" and r.get("parse_error"):
-        console.print(f"    [red]unreadable call:[/red] {escape(r['parse_error'])}")
+        console.print(f"    [red]unreadable call:[/red] {escape(terminal_safe(r['parse_error']))}")
 
 
 def _step_line(r: dict[str, Any]) -> str:
@@ -226,7 +227,7 @@ def export_cmd(
         typer.echo(text, nl=False)
     else:
         output.write_text(text, encoding="utf-8")
-    Console(stderr=True, highlight=False).print(summary.describe())
+    SafeConsole(stderr=True, highlight=False).print(summary.describe())
 
 
 __all__ = ["traces_app"]

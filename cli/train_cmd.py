@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from agent.errors import UserError
+from cli.console import SafeConsole
 
 
 def train(
@@ -125,7 +126,7 @@ def train(
     from backends.training.trainer import TrainSettings
     from backends.training.trainer import train as run_training
 
-    console = Console(highlight=False)
+    console = SafeConsole(highlight=False)
     base = check_gguf(model) if model else default_model_path()
     described: dict[str, Any] = {}
     data = list(data or [])

@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from agent.errors import UserError
+from agent.terminal_text import escape_controls
 from connectors.base import Button, FileTooLarge, Incoming, IncomingFile, OnMessage
 from connectors.logs import log
 from connectors.state import GatewayState
@@ -256,13 +257,15 @@ class DiscordConnector:
             for b in buttons:
                 view.add_item(discord.ui.Button(label=b.label, custom_id=b.command[:100]))
             kwargs["view"] = view
-        sent = await channel.send(text, **kwargs)
+        sent = await channel.send(escape_controls(text), **kwargs)
         return str(sent.id)
 
     async def edit(self, chat_id: str, message_id: str, text: str) -> None:
         """Replace the text and drop any buttons (an answered ask keeps none to click)."""
         channel = self.client.get_partial_messageable(int(chat_id))
-        await channel.get_partial_message(int(message_id)).edit(content=text, view=None)
+        await channel.get_partial_message(int(message_id)).edit(
+            content=escape_controls(text), view=None
+        )
 
     async def typing(self, chat_id: str) -> None:
         await self.client.get_partial_messageable(int(chat_id)).typing()

@@ -29,6 +29,7 @@ from agent.loop import AgentLoop
 from agent.messages import AssistantMessage, ToolMessage
 from agent.run_context import RunContext
 from agent.session import Session
+from agent.terminal_text import escape_controls
 from connectors.access import AccessList
 from connectors.base import Connector, FileTooLarge, Incoming
 from connectors.chunking import split_message
@@ -345,7 +346,8 @@ class Gateway:
         connector = self.connectors.get(message.platform)
         if connector is None:
             return
-        for i, chunk in enumerate(split_message(text, connector.max_length)):
+        # Control characters shown (as ^[) before splitting, so the chunks are sized as sent.
+        for i, chunk in enumerate(split_message(escape_controls(text), connector.max_length)):
             try:
                 await connector.send(
                     message.chat_id, chunk, reply_to=message.message_id if i == 0 else None

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from agent.errors import UserError
+from agent.terminal_text import escape_controls
 from connectors.base import Button, FileTooLarge, Incoming, IncomingFile, OnMessage
 from connectors.logs import log
 from connectors.state import GatewayState
@@ -198,7 +199,9 @@ class TelegramConnector:
             kwargs["reply_markup"] = tg.InlineKeyboardMarkup(
                 [[tg.InlineKeyboardButton(b.label, callback_data=b.command) for b in buttons]]
             )
-        sent = await self._retry(lambda: self.bot.send_message(int(chat_id), text, **kwargs))
+        sent = await self._retry(
+            lambda: self.bot.send_message(int(chat_id), escape_controls(text), **kwargs)
+        )
         return str(sent.message_id)
 
     async def edit(self, chat_id: str, message_id: str, text: str) -> None:
@@ -206,7 +209,7 @@ class TelegramConnector:
         try:
             await self._retry(
                 lambda: self.bot.edit_message_text(
-                    text, chat_id=int(chat_id), message_id=int(message_id)
+                    escape_controls(text), chat_id=int(chat_id), message_id=int(message_id)
                 )
             )
         except err.BadRequest as exc:

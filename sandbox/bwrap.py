@@ -61,6 +61,7 @@ class MountPlan:
     # When set, the workspace is read-only but for these parts (fds opened by the caller).
     writable: list[tuple[int, Path]] | None = None
     proxy_socket: Path | None = None  # the host-side socket of the per-host network proxy
+    read_only: list[Path] = field(default_factory=list)  # declared host folders, read-only
 
 
 def bwrap_path() -> str:
@@ -126,6 +127,8 @@ def bwrap_args(
     for listing in KEY_LISTS:
         if os.path.exists(listing):
             args += ["--ro-bind", "/dev/null", listing]
+    for path in plan.read_only:  # before the hidden folders, which cover what is inside them
+        args += [*_ancestors(path), "--ro-bind", str(path), str(path)]
     # Homes and clawloop's folders that are visible (under /opt, say, or in full-access).
     for path in plan.hidden:
         if not _inside(path, plan.workspace):

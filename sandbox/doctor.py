@@ -15,6 +15,8 @@ from pathlib import Path
 from agent.errors import UserError
 from sandbox import seccomp
 from sandbox.cgroup import find_place
+from sandbox.egress import MAX_CONNECTIONS, POOL_THREADS
+from sandbox.limits import file_size_mb
 from sandbox.scan import TOOL_FILES
 from sandbox.settings import SandboxSettings
 from sandbox.workspace import installation, protect_installation
@@ -147,7 +149,7 @@ def checks(settings: SandboxSettings | None = None, workspace: Path | None = Non
         Check(
             "seccomp",
             ok and seccomp.supported(),
-            "fallocate, io_uring, clone3, new user namespaces and other ABIs refused"
+            "fallocate, io_uring, clone3, new user namespaces, inotify and other ABIs refused"
             if seccomp.supported()
             else f"no filter for {os.uname().machine}: fallocate can reserve disk",
         ),
@@ -156,7 +158,28 @@ def checks(settings: SandboxSettings | None = None, workspace: Path | None = Non
             True,
             f"cpu {limits.cpu_s} s, address space {limits.memory_mb} MB, file "
             f"{limits.file_size_mb} MB, open files {limits.open_files}, {limits.processes} more "
-            f"processes, no core; disk budget {limits.disk_budget_mb} MB (checked every 50 ms)",
+            f"processes, no core",
+        ),
+        Check(
+            "disk",
+            True,
+            f"/tmp, /var/tmp ({limits.tmp_size_mb} MB) and /dev/shm: hard bounds (tmpfs size); "
+            f"one file at most {file_size_mb(limits)} MB (hard); the workspace: "
+            f"{limits.disk_budget_mb} MB and {limits.inode_budget} new files, polled every "
+            "50 ms (a fallback: this file system has no project quota clawloop sets), so a "
+            "fast writer can overshoot by what it writes in that time",
+        ),
+        Check(
+            "network proxy threads",
+            True,
+            f"one shared pool of {POOL_THREADS} threads; at most {MAX_CONNECTIONS} connections "
+            "open at once per command or server, the rest refused",
+        ),
+        Check(
+            "MCP stdio servers",
+            ok,
+            "started in the same sandbox as a command (view, limits, cgroup, seccomp, proxy), "
+            "plus only the folders and hosts they declare; stderr shown with controls escaped",
         ),
         Check(
             "root",

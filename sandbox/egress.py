@@ -16,6 +16,12 @@ address is allowed only when the allowed entry is that address literally (``127.
 Allowed entries: ``host`` (ports 80 and 443), ``host:port``, ``*.example.org`` (its
 subdomains, ports 80 and 443), ``*.example.org:port``, IP addresses (``[::1]:8080``), and
 ``*``: any public host on any port (still never a loopback or private address).
+
+Connections are served by one bounded pool of threads for the whole process (one thread per
+open connection, relaying both ways with ``select``), and each proxy (one per command or
+server) holds at most ``max_connections`` open or waiting at once; past that a connection is
+answered ``503`` and closed on the accepting thread. A command that opens thousands of
+connections costs the agent a bounded number of threads, never one each.
 """
 
 from __future__ import annotations
@@ -24,20 +30,33 @@ import contextlib
 import ipaddress
 import logging
 import os
+import selectors
 import socket
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.errors import UserError
-from sandbox.relay import pump
 
 _log = logging.getLogger("clawloop.sandbox")
 DEFAULT_PORTS = (80, 443)
 _HEADER_LIMIT = 64 * 1024
 _CONNECT_TIMEOUT_S = 10.0
 _HEADER_TIMEOUT_S = 30.0
+POOL_THREADS = 64  # serving threads for every proxy of this process together
+MAX_CONNECTIONS = 32  # open or waiting connections of one proxy (one command or server)
+_pool: ThreadPoolExecutor | None = None
+_pool_guard = threading.Lock()
+
+
+def _shared_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_guard:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="egress-proxy")
+        return _pool
 
 
 @dataclass(slots=True, frozen=True)
@@ -130,12 +149,15 @@ class EgressProxy:
     """
 
     rules: list[HostRule]
+    max_connections: int = MAX_CONNECTIONS
     refused: list[str] = field(default_factory=list)
     socket_path: Path | None = None
     _listener: socket.socket | None = None
     _folder: str | None = None
     _open: set[socket.socket] = field(default_factory=set)
     _guard: threading.Lock = field(default_factory=threading.Lock)
+    _active: int = 0
+    _turned_away: int = 0
 
     @classmethod
     def for_hosts(cls, hosts: list[str]) -> EgressProxy:
@@ -188,6 +210,11 @@ class EgressProxy:
         notes = [f"network refused: {what}" for what in self.refused[:shown]]
         if len(self.refused) > shown:
             notes.append(f"network refused {len(self.refused) - shown} more connections")
+        if self._turned_away:
+            notes.append(
+                f"network refused {self._turned_away} connections over the limit of "
+                f"{self.max_connections} open at once"
+            )
         return notes
 
     def allowed(self, host: str, port: int) -> HostRule | None:
@@ -199,8 +226,33 @@ class EgressProxy:
                 client, _ = listener.accept()
             except OSError:
                 return  # closed by stop()
-            self._track(client)
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+            with self._guard:
+                full = self._active >= self.max_connections
+                if not full:
+                    self._active += 1
+                    self._open.add(client)
+            if full:
+                self._turn_away(client)
+                continue
+            _shared_pool().submit(self._serve_counted, client)
+
+    def _turn_away(self, client: socket.socket) -> None:
+        """Refuse a connection past the limit without waiting on it (the accepting thread)."""
+        if not self._turned_away:
+            _log.warning("sandbox network: more than %s connections at once", self.max_connections)
+        self._turned_away += 1
+        client.setblocking(False)
+        _reply(client, 503, "refused by the sandbox: too many connections at once")
+        client.close()
+
+    def _serve_counted(self, client: socket.socket) -> None:
+        try:
+            if self._listener is not None:  # not stopped while it waited for a thread
+                self._serve(client)
+        finally:
+            with self._guard:
+                self._active -= 1
+            self._forget(client)
 
     def _track(self, sock: socket.socket) -> None:
         with self._guard:
@@ -315,15 +367,28 @@ def _absolute(target: str) -> tuple[str | None, int | None, str]:
 
 def _reply(sock: socket.socket, code: int, text: str) -> None:
     body = (text + "\n").encode()
-    status = {400: "Bad Request", 403: "Forbidden"}[code]
+    status = {400: "Bad Request", 403: "Forbidden", 503: "Service Unavailable"}[code]
     head = f"HTTP/1.1 {code} {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}"
     with contextlib.suppress(OSError):
         sock.sendall(head.encode() + b"\r\nConnection: close\r\n\r\n" + body)
 
 
 def _relay(a: socket.socket, b: socket.socket) -> None:
-    """Copy both ways until both sides are done."""
-    other = threading.Thread(target=pump, args=(b, a), daemon=True)
-    other.start()
-    pump(a, b)
-    other.join()
+    """Copy both ways, on this one thread, until both sides are done."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(a, selectors.EVENT_READ, b)
+        sel.register(b, selectors.EVENT_READ, a)
+        while sel.get_map():
+            for key, _ in sel.select():
+                src, dst = key.fileobj, key.data
+                assert isinstance(src, socket.socket)  # registered above
+                try:
+                    data = src.recv(65536)
+                    if data:
+                        dst.sendall(data)
+                        continue
+                except OSError:
+                    pass
+                sel.unregister(src)  # this side is done: pass its end on
+                with contextlib.suppress(OSError):
+                    dst.shutdown(socket.SHUT_WR)

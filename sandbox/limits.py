@@ -39,6 +39,12 @@ def _tool(name: str) -> str:
     return found
 
 
+def file_size_mb(limits: ResourceLimits) -> int:
+    """The largest file a command may write: never past the disk budget, so that one file
+    is a hard bound even where the budget itself is only polled."""
+    return min(limits.file_size_mb, limits.disk_budget_mb)
+
+
 def prlimit_argv(limits: ResourceLimits, uid: int) -> list[str]:
     """``prlimit`` with the limits for one command run as ``uid``."""
     # RLIMIT_NPROC is a per-user count across the machine (and ignored for uid 0): allow what
@@ -48,7 +54,7 @@ def prlimit_argv(limits: ResourceLimits, uid: int) -> list[str]:
         _tool("prlimit"),
         f"--cpu={limits.cpu_s}",
         f"--as={limits.memory_mb * _MB}",
-        f"--fsize={limits.file_size_mb * _MB}",
+        f"--fsize={file_size_mb(limits) * _MB}",
         f"--nproc={nproc}",
         f"--nofile={limits.open_files}",
         "--core=0",
@@ -72,7 +78,7 @@ def ulimit_script(limits: ResourceLimits, uid: int) -> str:
     settings = [
         ("t", limits.cpu_s),
         ("v", limits.memory_mb * 1024),  # KiB
-        ("f", limits.file_size_mb * 2048),  # 512-byte blocks
+        ("f", file_size_mb(limits) * 2048),  # 512-byte blocks
         ("p", nproc),
         ("n", limits.open_files),
         ("c", 0),

@@ -217,6 +217,10 @@ class SandboxRunner:
         result.notes += notes
         return result
 
+    def cgroup(self) -> Cgroup:
+        """This runner's cgroup (a long-running server joins it too: :mod:`sandbox.service`)."""
+        return self._cgroup()
+
     def _cgroup(self) -> Cgroup:
         """This runner's cgroup, made on first use and removed when the runner goes.
 
@@ -343,11 +347,12 @@ def _links_note(names: list[str]) -> str:
     )
 
 
-def _disk_used(path: Path | None) -> int:
+def _disk_used(path: Path | None) -> tuple[int, int]:
+    """Bytes and inodes in use on the file system holding ``path``."""
     if path is None:
-        return 0
+        return 0, 0
     info = os.statvfs(path)
-    return (info.f_blocks - info.f_bfree) * info.f_frsize
+    return (info.f_blocks - info.f_bfree) * info.f_frsize, info.f_files - info.f_ffree
 
 
 def _execute(
@@ -405,7 +410,8 @@ def _execute(
                 next_disk_check = now + 0.05
                 # The file system's own count: fallocate, sparse tricks and many small files
                 # all show up here.
-                if _disk_used(workspace) - disk_start > budget:
+                used, inodes = _disk_used(workspace)
+                if used - disk_start[0] > budget or inodes - disk_start[1] > limits.inode_budget:
                     killed_for_disk = True
                     break
             for key, _ in sel.select(timeout=min(0.05, deadline - now)):
@@ -441,7 +447,8 @@ def _execute(
     if killed_for_disk:
         result.notes.append(
             f"the command was stopped: it took more than the disk budget of "
-            f"{limits.disk_budget_mb} MB (sandbox.limits.disk_budget_mb)"
+            f"{limits.disk_budget_mb} MB or {limits.inode_budget} files "
+            "(sandbox.limits.disk_budget_mb, inode_budget)"
         )
     return result
 

@@ -8,6 +8,10 @@ performs file and socket operations outside the usual system calls, and a new us
 The kernel keyring calls (``add_key``, ``request_key``, ``keyctl``) are refused too: a command
 inherits the session keyring of whoever started clawloop, and possessing it is enough to read
 the secrets in it (``keyctl print``) even after the drop to another uid.
+``inotify_init`` and ``inotify_init1`` fail with ``EMFILE``: inotify instances are counted per
+uid across the whole machine (128 by default, and a user namespace still charges its
+parent's count), so one command could take them all from its user; no rlimit bounds them, and
+programs that watch files fall back to polling when they get none.
 Calls made through another ABI (32-bit or x32 on x86-64) are refused as a whole, so the
 numbers below cannot be dodged.
 Written by hand rather than through libseccomp: it is a dozen instructions.
@@ -40,6 +44,8 @@ _SYSCALLS = {
         **dict.fromkeys((217, 218, 219), errno.EPERM),
     },
 }
+_SYSCALLS["x86_64"].update({253: errno.EMFILE, 294: errno.EMFILE})  # inotify_init, _init1
+_SYSCALLS["aarch64"][26] = errno.EMFILE  # inotify_init1
 _CLONE_NEWUSER = 0x10000000
 # unshare and clone: flags are the first argument on both architectures; then clone3.
 _NAMESPACE_CALLS = {"x86_64": (272, 56, 435), "aarch64": (97, 220, 435)}

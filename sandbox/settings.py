@@ -35,6 +35,9 @@ class ResourceLimits(BaseModel):
     disk_budget_mb: int = Field(
         default=2048, gt=0, description="disk one command may take; past it, it is killed"
     )
+    inode_budget: int = Field(
+        default=50_000, gt=0, description="files and folders one command may add; past it, killed"
+    )
     tmp_size_mb: int = Field(default=512, gt=0, description="size of the private /tmp")
     output_bytes: int = Field(
         default=32_000,

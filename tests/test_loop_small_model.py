@@ -167,9 +167,7 @@ def test_the_general_tool_comes_with_any_match_or_a_named_file_and_never_for_cha
     assert pick("tell me about bignums.txt2 and wordocs") == ["answer"]
     assert pick("hi there!") == ["answer"]
     never = LexicalToolSelector(k=1, always=["answer"], never=["run_command"])
-    assert [t.function.name for t in never([UserMessage(content="nums.txt?")], specs)] == [
-        "answer"
-    ]
+    assert [t.function.name for t in never([UserMessage(content="nums.txt?")], specs)] == ["answer"]
 
 
 def test_examples_are_sent_as_turns_after_the_system_prompt_and_never_saved() -> None:

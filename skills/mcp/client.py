@@ -2,10 +2,11 @@
 
 The official ``mcp`` client is async; one background thread runs its event loop and a single
 task holds the ``Client`` open (its cancel scopes must be entered and left by the same task).
-Tool calls are submitted to that loop and waited for. A stdio server is started under
-bubblewrap (read-only system, private /tmp and /home, no network unless declared, as the
-unprivileged sandbox user when clawloop runs as root), with a cleared environment holding only
-the variables it declares.
+Tool calls are submitted to that loop and waited for. A stdio server is started from a
+:class:`~sandbox.service.ServiceLaunch`: the same sandbox as a shell command (view, limits,
+cgroup, seccomp, network through the proxy, cleared environment), plus only what the server
+declares. Its stderr comes through a pipe and reaches the terminal with control characters
+shown, never obeyed.
 """
 
 from __future__ import annotations
@@ -13,60 +14,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import threading
-from collections.abc import Mapping
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any
 
 from agent.errors import ToolError, UserError
-from sandbox.bwrap import SAFE_PATH, bwrap_path
-from sandbox.limits import setpriv_argv
-from sandbox.settings import SandboxSettings
+from agent.terminal_text import terminal_safe
+from sandbox.service import ServiceLaunch
 from skills.mcp.config import McpServer
 
+_LINE_LIMIT = 4096
 INSTALL = "install the MCP client with `pip install 'clawloop[mcp]'`"
-
-
-def sandboxed_argv(
-    server: McpServer, settings: SandboxSettings, environ: Mapping[str, str]
-) -> list[str]:
-    """The stdio server's command line: under bubblewrap unless the sandbox is off.
-
-    Either way its environment holds only PATH, HOME, LANG and the variables it declares.
-    """
-    assert server.command is not None  # checked by McpServer's validator
-    env = {"PATH": SAFE_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
-    env.update({name: environ[name] for name in server.env if name in environ})
-    if settings.backend == "off" or not server.sandbox:
-        return ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *server.command]
-    bwrap = [bwrap_path(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for folder in ("/tmp", "/home", "/root", "/run"):
-        bwrap += ["--tmpfs", folder]
-    rest = ["--ro-bind", "/proc/sys", "/proc/sys", "--unshare-all"]
-    if server.network:
-        rest.append("--share-net")
-    rest += ["--unshare-user", "--disable-userns", "--die-with-parent", "--clearenv"]
-    for key, value in env.items():
-        rest += ["--setenv", key, value]
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        rest += ["--cap-drop", "ALL"]
-        prefix = setpriv_argv(settings.sandbox_uid)
-    binds: list[str] = []
-    for path in server.read:  # folders hidden by the tmpfs mounts above (/tmp, /home, ...)
-        real = str(Path(path).expanduser().resolve())
-        binds += ["--ro-bind", real, real]
-    return [*prefix, *bwrap, *binds, *rest, "--", *server.command]
 
 
 class McpConnection:
     """One server: ``open()`` lists its tools, ``call()`` runs one, ``close()`` stops it."""
 
-    def __init__(self, name: str, server: McpServer, argv: list[str] | None = None) -> None:
+    def __init__(self, name: str, server: McpServer, launch: ServiceLaunch | None = None) -> None:
         self.name = name
         self.server = server
-        self.argv = argv
+        self.launch = launch
+        self._stderr: StderrRelay | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name=f"clawloop-mcp-{name}", daemon=True
@@ -103,8 +72,13 @@ class McpConnection:
         if self.server.url is not None:
             target: Any = self.server.url
         else:
-            assert self.argv is not None  # a stdio server always has its command line
-            target = mcp.StdioServerParameters(command=self.argv[0], args=self.argv[1:], env={})
+            from mcp.client.stdio import stdio_client
+
+            assert self.launch is not None  # a stdio server always has its command line
+            argv = self.launch.argv
+            params = mcp.StdioServerParameters(command=argv[0], args=argv[1:], env=self.launch.env)
+            self._stderr = StderrRelay(self.name)
+            target = stdio_client(params, errlog=self._stderr.writer)
         try:
             async with mcp.Client(target, read_timeout_seconds=self.server.timeout_s) as client:
                 self._client = client
@@ -148,6 +122,49 @@ class McpConnection:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        if self.launch is not None:
+            self.launch.close()
+
+
+class StderrRelay:
+    """A pipe for a server's stderr; each line reaches clawloop's stderr with control
+    characters shown (``^[``), prefixed with the server's name."""
+
+    def __init__(self, name: str) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer = os.fdopen(write_fd, "w")
+        self._reader = os.fdopen(read_fd, "rb")
+        self._thread = threading.Thread(
+            target=self._pump, args=(name,), name=f"clawloop-mcp-stderr-{name}", daemon=True
+        )
+        self._thread.start()
+
+    def _pump(self, name: str) -> None:
+        pending = b""
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := self._reader.read1(4096):
+                *lines, pending = (pending + chunk).split(b"\n")
+                if len(pending) > _LINE_LIMIT:  # a line without end is shown in pieces
+                    lines, pending = [*lines, pending], b""
+                for line in lines:
+                    self._show(name, line)
+        if pending:
+            self._show(name, pending)
+
+    @staticmethod
+    def _show(name: str, line: bytes) -> None:
+        text = line.decode("utf-8", errors="replace")
+        sys.stderr.write(terminal_safe(f"[{name}] {text}") + "\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        """Close our end; the relay ends once the server's copy is closed too."""
+        with contextlib.suppress(OSError):
+            self.writer.close()
+        self._thread.join(timeout=2)
 
 
 def _why(exc: BaseException) -> str:

@@ -20,7 +20,14 @@ class McpServer(BaseModel):
     read: list[str] = Field(
         default_factory=list, description="folders a stdio server may read (besides the system)"
     )
-    network: bool = Field(default=False, description="whether a stdio server gets network")
+    network: bool = Field(
+        default=False,
+        description="a stdio server may reach any public host (through the sandbox's proxy)",
+    )
+    hosts: list[str] = Field(
+        default_factory=list,
+        description="the only hosts a stdio server may reach (host, host:port, *.domain)",
+    )
     sandbox: bool = Field(default=True, description="run a stdio server under bubblewrap")
     headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers")
     timeout_s: float = Field(default=60.0, gt=0)

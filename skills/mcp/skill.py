@@ -11,8 +11,10 @@ from urllib.parse import urlsplit
 
 from agent.tools import ContentPart, Tool, ToolResult
 from sandbox.rules import RuleTarget
+from sandbox.runner import SandboxRunner
+from sandbox.service import ServiceLaunch, service_launch
 from skills.context import SkillContext
-from skills.mcp.client import McpConnection, sandboxed_argv
+from skills.mcp.client import McpConnection
 from skills.mcp.config import McpServer
 from skills.skill import Permissions, Skill
 
@@ -60,10 +62,10 @@ def mcp_skill(name: str, server: McpServer) -> Skill:
     connections: list[McpConnection] = []
 
     def start(context: SkillContext) -> list[Tool]:
-        argv = None
+        launch = None
         if server.command is not None:
-            argv = sandboxed_argv(server, context.settings, context.environ)
-        connection = McpConnection(name, server, argv)
+            launch = _launch(server, context)
+        connection = McpConnection(name, server, launch)
         remote_tools = connection.open()
         connections.append(connection)
         tools: list[Tool] = []
@@ -94,13 +96,38 @@ def mcp_skill(name: str, server: McpServer) -> Skill:
         permissions=Permissions(
             commands=server.command[:1] if server.command else [],
             read=server.read,
-            network=["*"] if server.network else [_host_of(str(server.url))] if server.url else [],
+            network=_hosts(server) if server.command else [_host_of(str(server.url))],
             env=server.env,
         ),
         close=close,
         source=f"mcp {where}",
         metadata={"configured": True},
     )
+
+
+def _hosts(server: McpServer) -> list[str]:
+    """The hosts a stdio server may reach through the egress proxy (``network = true``: any
+    public host)."""
+    return ["*"] if server.network else list(server.hosts)
+
+
+def _launch(server: McpServer, context: SkillContext) -> ServiceLaunch:
+    """The server's command line under the command sandbox, with what it declares added."""
+    assert server.command is not None  # checked by McpServer's validator
+    settings = context.settings.model_copy(update={"env_allowlist": []})
+    if not server.sandbox:
+        settings = settings.model_copy(update={"backend": "off"})
+    inner = getattr(context.runner, "inner", context.runner)  # a skill's runner is scoped
+    runner = SandboxRunner(
+        settings,
+        context.workspace,
+        context.environ,
+        getattr(inner, "hidden", ()),
+        network=_hosts(server),
+    )
+    # The variables the user declared for this server, whatever their names say.
+    declared = {name: context.environ[name] for name in server.env if name in context.environ}
+    return service_launch(runner, server.command, server.read, declared)
 
 
 def _host_of(url: str) -> str:

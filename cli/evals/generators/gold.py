@@ -8,6 +8,7 @@ training example holding exactly the messages and tools the model is shown at th
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ def _prefixes(examples: list[dict[str, Any]]) -> bool:
     def bare(m: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in m.items() if k != "weight"}
 
-    for shorter, longer in zip(examples, examples[1:], strict=False):
+    for shorter, longer in itertools.pairwise(examples):
         a, b = shorter["messages"], longer["messages"]
         if shorter.get("tools") != longer.get("tools") or len(a) > len(b):
             return False
