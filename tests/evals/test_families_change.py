@@ -72,7 +72,8 @@ def test_gold_passes_with_offered_tools(
         for request, turn in zip(backend.requests, turns, strict=True):
             name = (turn.tool_calls or [])[0].function.name
             assert _step_problem(request, name) is None, (gold.prompt, _step_problem(request, name))
-        assert run.examples and len(run.examples) == len(turns)
+        # One example per step, or one for the whole run where each step is a prefix of the next.
+        assert len(run.examples) in {1, len(turns)}
 
 
 @pytest.mark.parametrize("family", list(CHANGE_FAMILIES))
