@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.plugins import hookimpl
-from skills.default_rules import FILES_RULES, SHELL_RULES
+from skills.default_rules import FILES_RULES, SHELL_RULES, SIMPLE_RULES
 from skills.files import make_files_tools
 from skills.mail.tools import MAIL_RULES, make_mail_tools
 from skills.shell import make_shell_tools
@@ -27,7 +27,8 @@ def register_skills(register: Callable[[Skill], None]) -> None:
             "simple",
             make_simple_tools,
             "Narrow file tools and an answer tool, for small models.",
-            rules=FILES_RULES,
+            # run_command is the shell tool under another name, so the shell's rules come along.
+            rules=SIMPLE_RULES,
             by_default=False,  # the small-model profile enables it by name
         )
     )

@@ -99,6 +99,13 @@ FILES_RULES = DefaultRules(
     ],
 )
 
+# The small-model profile's skill: narrow file tools and run_command, which runs as `shell`.
+SIMPLE_RULES = DefaultRules(
+    allow=[*SHELL_RULES.allow, *FILES_RULES.allow],
+    ask=[*SHELL_RULES.ask, *FILES_RULES.ask],
+    deny=[*SHELL_RULES.deny, *FILES_RULES.deny],
+)
+
 
 def as_policy_rules(name: str, rules: DefaultRules) -> list[tuple[Kind, str, str]]:
     """A skill's rules in the form :meth:`sandbox.policy.Policy.merge_defaults` takes."""
