@@ -110,10 +110,16 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def sample(cases: list[Case], limit: int | None, seed: int) -> list[Case]:
-    """``limit`` cases drawn with ``seed`` (all when unset), in the file's order."""
+    """``limit`` cases drawn with ``seed`` (all when unset), in the file's order.
+
+    The draw is the first ``limit`` of one seeded shuffle, so a larger ``--limit`` keeps every
+    case of a smaller one and a results file from the smaller run is reused.
+    """
     if limit is None or limit >= len(cases):
         return cases
-    chosen = set(random.Random(seed).sample(range(len(cases)), limit))
+    order = list(range(len(cases)))
+    random.Random(seed).shuffle(order)
+    chosen = set(order[:limit])
     return [c for i, c in enumerate(cases) if i in chosen]
 
 
