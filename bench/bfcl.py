@@ -41,7 +41,6 @@ import argparse
 import gzip
 import json
 import random
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -395,4 +394,4 @@ def _parser() -> argparse.ArgumentParser:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from bench.bfcl_schema import openai_name
 
@@ -253,7 +253,7 @@ def type_checker(
         for answer_item in possible_answer:
             flag = True
             if type(answer_item) is list:
-                for value_item in value:
+                for value_item in cast("list[Any]", value):
                     inner = type_checker(
                         param, value_item, answer_item, str(nested_type), nested_type, None
                     )

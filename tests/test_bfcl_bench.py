@@ -17,7 +17,7 @@ from bench.bfcl import Case, RequestShape, load_cases, run_case, sample
 from bench.bfcl_checker import check_ast, check_irrelevance
 from bench.bfcl_schema import to_tool_specs
 
-HYPOT = {
+HYPOT: dict[str, Any] = {
     "name": "math.hypot",
     "description": "The Euclidean norm.",
     "parameters": {
@@ -32,7 +32,7 @@ HYPOT = {
 }
 HYPOT_ANSWER = [{"math.hypot": {"x": [4], "y": [5.0], "z": ["", 0]}}]
 
-WEATHER = {
+WEATHER: dict[str, Any] = {
     "name": "weather.get",
     "description": "Weather in a city.",
     "parameters": {
