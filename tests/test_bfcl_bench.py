@@ -1,0 +1,179 @@
+"""bench/bfcl.py: BFCL's schema conversion and AST checker on hand-made cases, and one case
+through clawloop's real template and parser with a scripted decoder (no model)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent.messages import ChatRequest, ToolSpec
+from backends.base import DecodeResult, LocalBackend
+from backends.chat_template import ChatTemplate
+from backends.tool_grammar import tool_call_schema
+from bench.bfcl import Case, RequestShape, load_cases, run_case, sample
+from bench.bfcl_checker import check_ast, check_irrelevance
+from bench.bfcl_schema import to_tool_specs
+
+HYPOT: dict[str, Any] = {
+    "name": "math.hypot",
+    "description": "The Euclidean norm.",
+    "parameters": {
+        "type": "dict",
+        "properties": {
+            "x": {"type": "integer", "description": "x."},
+            "y": {"type": "float", "description": "y."},
+            "z": {"type": "integer", "description": "z, optional."},
+        },
+        "required": ["x", "y"],
+    },
+}
+HYPOT_ANSWER = [{"math.hypot": {"x": [4], "y": [5.0], "z": ["", 0]}}]
+
+WEATHER: dict[str, Any] = {
+    "name": "weather.get",
+    "description": "Weather in a city.",
+    "parameters": {
+        "type": "dict",
+        "properties": {
+            "city": {"type": "string", "description": "The city."},
+            "days": {"type": "tuple", "items": {"type": "float"}, "description": "Days."},
+            "options": {
+                "type": "dict",
+                "properties": {"unit": {"type": "string", "description": "Unit."}},
+                "description": "Options.",
+            },
+            "anything": {"type": "any", "description": "Anything."},
+        },
+        "required": ["city"],
+    },
+}
+WEATHER_ANSWER = [{"weather.get": {"city": ["San Francisco, CA"], "days": [""], "options": [""]}}]
+
+
+def call(name: str, **arguments: Any) -> tuple[str, str]:
+    return name, json.dumps(arguments)
+
+
+def test_schema_conversion_follows_bfcl_for_openai_models() -> None:
+    [spec] = to_tool_specs([WEATHER])
+    fn = spec.function
+    assert fn.name == "weather_get"  # OpenAI names have no dots
+    assert fn.description.endswith("Note that the provided function is in Python 3 syntax.")
+    params = fn.parameters
+    assert params["type"] == "object"
+    props = params["properties"]
+    assert props["city"]["type"] == "string"
+    assert props["days"] == {"type": "array", "items": {"type": "number"}, "description": "Days."}
+    assert props["options"]["type"] == "object"
+    assert props["options"]["properties"]["unit"]["type"] == "string"
+    assert props["anything"]["type"] == "string"
+    [hypot] = to_tool_specs([HYPOT])
+    y = hypot.function.parameters["properties"]["y"]
+    assert y == {
+        "type": "number",
+        "format": "float",
+        "description": "y. This is a float type value.",
+    }
+    assert WEATHER["parameters"]["type"] == "dict"  # the case's own document is left alone
+    # clawloop's grammar schema is built from it as from any tool
+    schema = tool_call_schema([spec])
+    assert schema["properties"]["name"] == {"const": "weather_get"}
+
+
+def test_a_correct_call_passes() -> None:
+    assert check_ast([HYPOT], [call("math_hypot", x=4, y=5)], HYPOT_ANSWER, "simple_python")[
+        "valid"
+    ]  # an integer is accepted for a float, as in Python
+    ok = call("weather_get", city="san francisco ca")  # case, spaces and commas do not count
+    assert check_ast([WEATHER], [ok], WEATHER_ANSWER, "simple_python")["valid"]
+
+
+@pytest.mark.parametrize(
+    ("calls", "error_type"),
+    [
+        ([call("math_hypot", x=3, y=5.0)], "value_error:others"),
+        ([call("math_hypot", x=True, y=5.0)], "type_error:simple"),
+        ([call("math_hypot", x=4)], "simple_function_checker:missing_required"),
+        ([call("math_hypot", x=4, y=5.0, w=1)], "simple_function_checker:unexpected_param"),
+        ([call("math.hypot", x=4, y=5.0)], "simple_function_checker:wrong_func_name"),
+        ([], "simple_function_checker:wrong_count"),
+        ([("math_hypot", "{x: 4")], "ast_decoder:decoder_failed"),
+    ],
+)
+def test_a_wrong_call_fails(calls: list[tuple[str, str]], error_type: str) -> None:
+    result = check_ast([HYPOT], calls, HYPOT_ANSWER, "simple_python")
+    assert not result["valid"]
+    assert result["error_type"] == error_type
+
+
+def test_multiple_wants_the_expected_function_among_several() -> None:
+    functions = [WEATHER, HYPOT]
+    right = check_ast(functions, [call("math_hypot", x=4, y=5.0)], HYPOT_ANSWER, "multiple")
+    wrong = check_ast(functions, [call("weather_get", city="Paris")], HYPOT_ANSWER, "multiple")
+    assert right["valid"]
+    assert not wrong["valid"]
+
+
+def test_irrelevance_is_right_only_without_a_call() -> None:
+    assert check_irrelevance([])["valid"]
+    assert not check_irrelevance([call("math_hypot", x=1, y=2.0)])["valid"]
+    assert check_irrelevance([("math_hypot", "not json")])["valid"]  # BFCL: no call decodes
+
+
+class ScriptedDecoder:
+    """Writes one fixed text, whatever the prompt, and keeps the prompt it was given."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.prompts: list[str] = []
+
+    def decode(
+        self, prompt: str, request: ChatRequest, stop: list[str], tools: list[ToolSpec] | None
+    ) -> Iterator[str | DecodeResult]:
+        self.prompts.append(prompt)
+        yield self.text
+        yield DecodeResult()
+
+
+def run_scripted(text: str, case: Case, shape: RequestShape) -> tuple[bool, str]:
+    decoder = ScriptedDecoder(text)
+    backend = LocalBackend("scripted", ChatTemplate(None), decoder)
+    outcome = run_case(backend, shape, case, "scripted")
+    return outcome.valid, decoder.prompts[0]
+
+
+def test_a_case_through_clawloops_template_and_parser() -> None:
+    answer = ToolSpec.model_validate(
+        {"function": {"name": "answer", "parameters": {"type": "object"}}}
+    )
+    shape = RequestShape("clawloop", "Be brief.", answer, 64)
+    case = Case(
+        "simple_python_x",
+        "simple_python",
+        [{"role": "user", "content": "hypot 4 5"}],
+        [HYPOT],
+        HYPOT_ANSWER,
+    )
+    good = '<tool_call>\n{"name": "math_hypot", "arguments": {"x": 4, "y": 5.0}}\n</tool_call>'
+    valid, prompt = run_scripted(good, case, shape)
+    assert valid
+    assert '"name": "math_hypot"' in prompt and '"name": "answer"' in prompt
+    assert prompt.startswith("<|im_start|>system\nBe brief.")
+    irrelevant = Case("irrelevance_x", "irrelevance", case.question, [HYPOT], None)
+    said = '<tool_call>\n{"name": "answer", "arguments": {"text": "I cannot."}}\n</tool_call>'
+    assert run_scripted(said, irrelevant, shape)[0]  # the answer tool is a text reply
+    assert run_scripted("I cannot.", irrelevant, shape)[0]
+    assert not run_scripted(good, irrelevant, shape)[0]
+
+
+def test_the_vendored_data_loads_and_samples_stably() -> None:
+    cases = {c: load_cases(c) for c in ("simple_python", "multiple", "irrelevance")}
+    assert [len(v) for v in cases.values()] == [400, 200, 240]
+    assert all(c.answer for c in cases["simple_python"] + cases["multiple"])
+    first = [c.id for c in sample(cases["multiple"], 5, seed=0)]
+    assert first == [c.id for c in sample(cases["multiple"], 5, seed=0)]
+    assert len(set(first)) == 5
+    assert set(first) <= {c.id for c in sample(cases["multiple"], 12, seed=0)}  # it grows
