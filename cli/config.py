@@ -56,7 +56,9 @@ class SmallModelSettings(BaseModel):
     select_tools: int = Field(default=3, ge=0)  # offer only the best-matching N tools (0: all)
     repeat_guard: bool = True  # a repeated call is not run again; the answer tool comes next
     look_first: bool = True  # a task that matches a tool starts with a tool, not the answer
-    command_tool: bool = True  # offer run_command beside the narrow tools whenever one matches
+    # offer run_command beside the narrow tools whenever one matches, with the prompt that shows
+    # it (small-command); off by default until an adapter trained for it wins (docs/flywheel.md)
+    command_tool: bool = False
 
 
 class Settings(BaseModel):
@@ -104,7 +106,11 @@ class Settings(BaseModel):
     @property
     def prompt_name(self) -> str:
         """The prompt in effect: the configured one, else the profile's."""
-        return self.prompt or ("small-shots" if self.small_model else "default")
+        if self.prompt:
+            return self.prompt
+        if not self.small_model:
+            return "default"
+        return "small-command" if self.small.command_tool else "small-shots"
 
     @property
     def skill_names(self) -> list[str] | None:

@@ -94,8 +94,14 @@ def _prefixes(examples: list[dict[str, Any]]) -> bool:
 
 
 def gold_settings(settings: Settings) -> Settings:
-    """The settings a gold run uses: the small-model profile the embedded model runs with."""
-    return settings.model_copy(update={"profile": "small"})
+    """The settings a gold run uses: the small-model profile with its general path on.
+
+    Most families' gold solutions are ``run_command`` lines, so the curriculum is for the
+    profile that offers it (``[small] command_tool = true``); an adapter trained on it is run
+    with that setting.
+    """
+    small = settings.small.model_copy(update={"command_tool": True})
+    return settings.model_copy(update={"profile": "small", "small": small})
 
 
 def run_gold(
