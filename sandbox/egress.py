@@ -34,6 +34,7 @@ import selectors
 import socket
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,7 +288,7 @@ class EgressProxy:
                 upstream.sendall(opening)
             if rest:
                 upstream.sendall(rest)
-            _relay(client, upstream)
+            _relay(client, upstream, lambda: self._listener is None)
         except OSError:
             pass
         finally:
@@ -373,13 +374,17 @@ def _reply(sock: socket.socket, code: int, text: str) -> None:
         sock.sendall(head.encode() + b"\r\nConnection: close\r\n\r\n" + body)
 
 
-def _relay(a: socket.socket, b: socket.socket) -> None:
-    """Copy both ways, on this one thread, until both sides are done."""
+def _relay(a: socket.socket, b: socket.socket, stopped: Callable[[], bool]) -> None:
+    """Copy both ways, on this one thread, until both sides are done or the proxy stopped.
+
+    The pool's threads are waited for when the process exits, so a tunnel whose far side
+    never ends must still end with its proxy.
+    """
     with selectors.DefaultSelector() as sel:
         sel.register(a, selectors.EVENT_READ, b)
         sel.register(b, selectors.EVENT_READ, a)
-        while sel.get_map():
-            for key, _ in sel.select():
+        while sel.get_map() and not stopped():
+            for key, _ in sel.select(timeout=0.5):
                 src, dst = key.fileobj, key.data
                 assert isinstance(src, socket.socket)  # registered above
                 try:

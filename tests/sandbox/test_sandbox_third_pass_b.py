@@ -451,21 +451,27 @@ def _threads_during(work: Any) -> int:
 
 
 def _flood(proxy: EgressProxy, port: int, count: int) -> list[bytes]:
-    """``count`` connections to the proxy at once, each asking for a tunnel; their answers."""
+    """``count`` connections to the proxy at once, each asking for a tunnel; their answers
+    (empty where the proxy closed the connection before reading the request)."""
     socks = []
-    for _ in range(count):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(str(proxy.socket_path))
-        s.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
-        socks.append(s)
-    answers = []
-    for s in socks:
-        s.settimeout(5)
-        with contextlib.suppress(OSError):
-            answers.append(s.recv(100))
-    for s in socks:
-        s.close()
-    return answers
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            socks.append(s)
+            s.connect(str(proxy.socket_path))
+            with contextlib.suppress(OSError):  # turned away already
+                s.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+        answers = []
+        for s in socks:
+            s.settimeout(5)
+            try:
+                answers.append(s.recv(100))
+            except OSError:
+                answers.append(b"")
+        return answers
+    finally:
+        for s in socks:
+            s.close()
 
 
 @pytest.fixture
@@ -500,8 +506,9 @@ def test_1400_proxy_connections_take_a_bounded_number_of_threads(held_listener: 
         most = _threads_during(lambda: answers.extend(_flood(proxy, held_listener, 1400)))
         notes = proxy.notes()
     assert most - before <= POOL_THREADS + 3, most - before
-    refused = [a for a in answers if a.startswith(b"HTTP/1.1 503")]
-    assert len(refused) >= 1400 - MAX_CONNECTIONS, len(refused)
+    served = [a for a in answers if a.startswith(b"HTTP/1.1 200")]
+    assert len(answers) == 1400 and len(served) <= MAX_CONNECTIONS, len(served)
+    assert any(a.startswith(b"HTTP/1.1 503") for a in answers)
     assert any("over the limit" in n for n in notes), notes
 
 
