@@ -143,7 +143,7 @@ def train(
         from cli.evals.generators.curriculum import generate
         from cli.train_sources import gold_examples, held_out_tasks
 
-        made = generate(curriculum, seed, families, held_out_tasks(held_out))
+        made = generate(curriculum, seed, _generated(families), held_out_tasks(held_out))
         gold, _ = gold_examples(console, made, out)
         examples += gold
         described["curriculum"] = {
@@ -194,6 +194,14 @@ def train(
     console.print(f"[dim]use it with --adapter {result.adapter}[/dim]")
 
 
+def _generated(families: list[str] | None) -> list[str]:
+    """The families generated tasks are drawn from, for the configured `command_tool`."""
+    from cli.config import load_settings
+    from cli.evals.generators.curriculum import trainable
+
+    return trainable(families, load_settings().small.command_tool)
+
+
 def _traces(
     console: Console, families: list[str] | None, since: str | None, out: Path
 ) -> tuple[Path, dict[str, Any]]:
@@ -240,7 +248,9 @@ def _self_play(
     from cli.train_sources import SELF_PLAY_SEED, Sampling, held_out_tasks, sampled_examples
     from cli.wiring import build_backend
 
-    made = generate(plan.tasks, seed + SELF_PLAY_SEED, families, held_out_tasks(held_out))
+    made = generate(
+        plan.tasks, seed + SELF_PLAY_SEED, _generated(families), held_out_tasks(held_out)
+    )
     settings = load_settings(
         {
             "data_dir": str(out / "self-play"),
@@ -299,7 +309,9 @@ def _teacher(
     if plan.suite is not None:
         tasks = teacher_suite(plan.suite, families, held_out)
     else:
-        tasks = generate(plan.tasks, seed + TEACHER_SEED, families, held_out_tasks(held_out))
+        tasks = generate(
+            plan.tasks, seed + TEACHER_SEED, _generated(families), held_out_tasks(held_out)
+        )
     overrides = {
         "data_dir": str(out / "teacher"),
         "backend": plan.backend,

@@ -64,7 +64,9 @@ def test_gold_passes_with_offered_tools(
             backends.append(self)
 
     monkeypatch.setattr(gold_module, "FakeBackend", Recording)
-    runs = list(run_gold(curriculum, load_settings({"data_dir": tmp_path})))
+    runs = list(
+        run_gold(curriculum, load_settings({"data_dir": tmp_path, "small.command_tool": True}))
+    )
     for run, backend, gold in zip(runs, backends, made, strict=True):
         assert run.result.failures == [], (gold.prompt, backend.requests[-1].messages[-2:])
         turns = gold_turns(gold)

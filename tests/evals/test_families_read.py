@@ -68,7 +68,9 @@ def test_gold_passes_with_offered_tools_and_the_start_fails(
     curriculum = Curriculum([(g.task(f"{family}-{i}"), g) for i, g in enumerate(made)])
     RecordingBackend.made = []
     monkeypatch.setattr(gold_module, "FakeBackend", RecordingBackend)
-    runs = list(run_gold(curriculum, load_settings({"data_dir": tmp_path})))
+    runs = list(
+        run_gold(curriculum, load_settings({"data_dir": tmp_path, "small.command_tool": True}))
+    )
     for run, gold, backend in zip(runs, made, RecordingBackend.made, strict=True):
         assert run.result.failures == [], (gold.prompt, gold.calls, run.result.failures)
         tools = [c.name for c in gold.calls] + [ANSWER_TOOL]

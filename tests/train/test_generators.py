@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.errors import UserError
 from cli.config import load_settings
 from cli.evals.checks import failures
-from cli.evals.generators.curriculum import generate
+from cli.evals.generators.curriculum import generate, needs_command, trainable
 from cli.evals.generators.families import FAMILIES
 from cli.evals.generators.gold import run_gold
 from cli.evals.suite import load_suite
@@ -21,7 +22,9 @@ BASIC = load_suite(ROOT / "evals" / "basic.yaml")
 
 def test_gold_solutions_pass_and_become_examples(tmp_path: Path) -> None:
     curriculum = generate(2 * len(FAMILIES), seed=7, held_out=BASIC.tasks)
-    runs = list(run_gold(curriculum, load_settings({"data_dir": tmp_path})))
+    runs = list(
+        run_gold(curriculum, load_settings({"data_dir": tmp_path, "small.command_tool": True}))
+    )
     assert {r.result.task: r.result.failures for r in runs} == {
         t.id: [] for t, _ in curriculum.items
     }
@@ -67,3 +70,25 @@ def test_unknown_family_is_a_user_error() -> None:
 
     with pytest.raises(UserError, match="unknown task family"):
         generate(3, families=["juggling"])
+
+
+def test_training_draws_only_families_the_configuration_can_do() -> None:
+    # Without run_command offered, a family solved by a run_command line cannot be trained.
+    without = trainable(None, command_tool=False)
+    assert "count" in without and "find" in without
+    assert "sum-numbers" not in without and "first-line" not in without
+    assert all(not needs_command(f) for f in without)
+    assert set(trainable(None, command_tool=True)) == set(FAMILIES)
+    with pytest.raises(UserError, match="command_tool = true"):
+        trainable(["count", "sum-numbers"], command_tool=False)
+
+
+def test_gold_runs_are_made_in_the_configured_prompt(tmp_path: Path) -> None:
+    # The examples show the system prompt the adapter will run with: small-shots by default,
+    # small-command where run_command is offered.
+    curriculum = generate(1, seed=3, families=["count"])
+    for command_tool, marker in ((False, False), (True, True)):
+        settings = load_settings({"data_dir": tmp_path, "small.command_tool": command_tool})
+        [run] = run_gold(curriculum, settings)
+        tools = [t["function"]["name"] for t in run.examples[0].get("tools", [])]
+        assert ("run_command" in tools) is marker

@@ -11,6 +11,7 @@ from cli.evals.generators.base import Generated
 from cli.evals.generators.catalogue import held_out_families
 from cli.evals.generators.families import FAMILIES
 from cli.evals.suite import Suite, Task
+from skills.simple_command import COMMAND_TOOL
 
 MAX_TRIES = 50
 
@@ -28,6 +29,31 @@ class Curriculum:
     def gold(self, task_id: str) -> Generated:
         """The gold solution of a task."""
         return next(g for t, g in self.items if t.id == task_id)
+
+
+def needs_command(family: str) -> bool:
+    """Whether the family's gold solutions are ``run_command`` lines (no family mixes)."""
+    made = FAMILIES[family](random.Random(0))
+    return any(c.name == COMMAND_TOOL for c in made.calls)
+
+
+def trainable(families: Iterable[str] | None, command_tool: bool) -> list[str]:
+    """The families a training run draws from, given whether ``run_command`` is offered.
+
+    Without it (``[small] command_tool = false``) a family solved by a ``run_command`` line
+    cannot be trained: all of them are left out by default, and naming one is refused.
+    """
+    chosen = list(families) if families is not None else list(FAMILIES)
+    if command_tool:
+        return chosen
+    named = families is not None
+    needing = [f for f in chosen if f in FAMILIES and needs_command(f)]
+    if named and needing:
+        raise UserError(
+            f"family {needing[0]} is solved with run_command, which this configuration does "
+            "not offer: set `command_tool = true` under [small] in the config"
+        )
+    return [f for f in chosen if f not in needing]
 
 
 def _key(prompt: str, files: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:

@@ -94,14 +94,14 @@ def _prefixes(examples: list[dict[str, Any]]) -> bool:
 
 
 def gold_settings(settings: Settings) -> Settings:
-    """The settings a gold run uses: the small-model profile with its general path on.
+    """The settings a training run uses: the small-model profile, as the user configured it.
 
-    Most families' gold solutions are ``run_command`` lines, so the curriculum is for the
-    profile that offers it (``[small] command_tool = true``); an adapter trained on it is run
-    with that setting.
+    Examples are made in the configuration the adapter will run in: the same system prompt and
+    the same tools. With ``[small] command_tool = false`` (the default) the model is never
+    offered ``run_command``, so families whose solutions are ``run_command`` lines are left
+    out of the curriculum (:func:`cli.evals.generators.curriculum.trainable`).
     """
-    small = settings.small.model_copy(update={"command_tool": True})
-    return settings.model_copy(update={"profile": "small", "small": small})
+    return settings.model_copy(update={"profile": "small"})
 
 
 def run_gold(
