@@ -16,6 +16,11 @@ How a BFCL case maps to a clawloop request (``--mapping``):
   "required", as the loop sets it when the answer tool is offered. A call to ``answer`` is a
   text reply: it is no function call in BFCL's terms (right for irrelevance, wrong elsewhere).
   The profile's tool selection (top 3 tools) is not applied: every BFCL function is offered.
+- ``agent``: the ``clawloop`` request cut down by the small profile's tool selection, exactly
+  as the agent loop applies it (``agent/tool_selection.py``, the defaults of ``[small]``): the
+  three BFCL functions whose words best match the question; none when no word matches (then
+  only ``answer`` is offered); and since a question that matches a tool is looked into before
+  it is answered (``look_first``), ``answer`` is held back by the grammar in that case.
 - ``bfcl``: BFCL's own request for a function-calling model: no system prompt, the BFCL
   functions as the tools, ``tool_choice`` left to the model ("auto"), so the grammar starts
   only if the model writes ``<tool_call>``.
@@ -50,6 +55,7 @@ from typing import Any
 
 from agent.backend import Completion
 from agent.messages import ChatRequest, Message, SystemMessage, ToolSpec, UserMessage
+from agent.tool_selection import LexicalToolSelector
 from backends.base import Decoder, DecodeResult, LocalBackend
 from bench.bfcl_checker import Result, check_ast, check_irrelevance
 from bench.bfcl_schema import to_tool_specs
@@ -165,8 +171,12 @@ def answer_tool_spec() -> ToolSpec:
     from skills.simple import ANSWER_TOOL as NAME
     from skills.simple import make_simple_tools
 
-    with tempfile.TemporaryDirectory(prefix="clawloop-bfcl-") as folder:
-        context = SkillContext.create(Path(folder), data_dir=Path(folder) / "data", environ={})
+    with (
+        tempfile.TemporaryDirectory(prefix="clawloop-bfcl-") as folder,
+        tempfile.TemporaryDirectory(prefix="clawloop-bfcl-data-") as data,
+    ):
+        # clawloop refuses a data folder inside the workspace, so the two are apart.
+        context = SkillContext.create(Path(folder), data_dir=Path(data), environ={})
         tool = next(t for t in make_simple_tools(context) if t.name == NAME)
         return tool_spec(tool)
 
@@ -188,13 +198,27 @@ class RequestShape:
         tools = to_tool_specs(case.functions)
         if self.answer_tool is not None:
             tools.append(self.answer_tool)
+        allowed: list[str] | None = None
+        if self.mapping == "agent":
+            tools, allowed = _profile_selector().choose(messages, tools)
         return ChatRequest(
             messages=messages,
             tools=tools,
-            tool_choice="required" if self.mapping == "clawloop" else None,
+            allowed_tools=allowed,
+            tool_choice=None if self.mapping == "bfcl" else "required",
             temperature=0.0,
             max_tokens=self.max_tokens,
         )
+
+
+def _profile_selector() -> LexicalToolSelector:
+    """The small profile's tool selection with its default settings, as the loop builds it."""
+    from cli.config import SmallModelSettings
+
+    small = SmallModelSettings()
+    return LexicalToolSelector(
+        small.select_tools, always=[ANSWER_TOOL], look_first=small.look_first
+    )
 
 
 def request_shape(mapping: str, prompt: str, max_tokens: int) -> RequestShape:
@@ -255,9 +279,7 @@ def main() -> None:
     configs = _names(args.configs, CONFIGS, "--configs")
     cases = interleave([sample(load_cases(c), args.limit, args.seed) for c in categories])
     shape = request_shape(args.mapping, args.prompt, args.max_tokens)
-    run_tag = (
-        f"{args.mapping}:{args.prompt if args.mapping == 'clawloop' else '-'}:{args.max_tokens}"
-    )
+    run_tag = f"{args.mapping}:{args.prompt if args.mapping != 'bfcl' else '-'}:{args.max_tokens}"
     done = _load_results(args.results, run_tag)
     backends = make_backends(configs, args.threads)
     print(f"{len(cases)} cases x {len(configs)} configurations, mapping {args.mapping}", flush=True)
@@ -384,7 +406,7 @@ def _parser() -> argparse.ArgumentParser:
     # One thread by default: on a shared, busy machine two llama.cpp threads wait on each other
     # at every step, and prefill ran four times slower with two than with one.
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp CPU threads")
-    parser.add_argument("--mapping", choices=("clawloop", "bfcl"), default="clawloop")
+    parser.add_argument("--mapping", choices=("clawloop", "agent", "bfcl"), default="clawloop")
     parser.add_argument("--prompt", default="small", help="clawloop prompt id (mapping clawloop)")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--results", type=Path, default=None, help="JSON lines, for resuming")

@@ -169,6 +169,27 @@ def test_a_case_through_clawloops_template_and_parser() -> None:
     assert not run_scripted(good, irrelevant, shape)[0]
 
 
+def test_the_agent_mapping_offers_what_the_profiles_tool_selection_offers() -> None:
+    answer = ToolSpec.model_validate(
+        {"function": {"name": "answer", "parameters": {"type": "object"}}}
+    )
+    shape = RequestShape("agent", "Be brief.", answer, 64)
+    # No word of the question is in either function: only the answer tool is offered.
+    unrelated = Case("irrelevance_y", "irrelevance", [{"role": "user", "content": "Hi!"}],
+                     [HYPOT, WEATHER], None)  # fmt: skip
+    request = shape.request(unrelated)
+    assert [t.function.name for t in request.tools or []] == ["answer"]
+    assert request.allowed_tools is None
+    # A matching question shows the matching function and the answer tool, but the answer is
+    # held back on the first reply (the profile looks before it answers).
+    weather = Case("simple_python_y", "simple_python",
+                   [{"role": "user", "content": "What is the weather in Paris?"}],
+                   [HYPOT, WEATHER], WEATHER_ANSWER)  # fmt: skip
+    request = shape.request(weather)
+    assert [t.function.name for t in request.tools or []] == ["weather_get", "answer"]
+    assert request.allowed_tools == ["weather_get"]
+
+
 def test_the_vendored_data_loads_and_samples_stably() -> None:
     cases = {c: load_cases(c) for c in ("simple_python", "multiple", "irrelevance")}
     assert [len(v) for v in cases.values()] == [400, 200, 240]

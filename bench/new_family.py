@@ -1,0 +1,247 @@
+"""Teaching the agent new task families through the flywheel, measured on fresh instances.
+
+    python bench/new_family.py screen --family F ... [--count 5]
+    python bench/new_family.py teach --family F1 --family F2 --family F3 \\
+        [--train 30] [--fresh 20] [--out new-family/]
+
+`screen` runs a few fresh tasks of each family with the current adapter, to find families the
+agent fails. `teach` is the whole demonstration, each step a real `agent` command:
+
+1. two suites are drawn from the generators: `train.yaml` (``--train`` tasks per family) and
+   `fresh.yaml` (``--fresh`` other tasks per family: other files, names, values and wording);
+2. `agent eval fresh.yaml` with the current adapter: the figure before;
+3. `agent train --teacher openai --teacher-suite train.yaml`: a teacher on 127.0.0.1 attempts
+   each training task once through the real loop, skills and sandbox; the runs its check
+   passes become examples, and a LoRA is trained from the current adapter. **The teacher here
+   is scripted**: it answers each request with the next call of the generator's gold solution
+   for that prompt, standing in for a stronger model (a GPU box or an API); it sees exactly the
+   requests the embedded model is sent;
+4. `agent eval fresh.yaml` and `agent eval evals/basic.yaml` with the new adapter: the figures
+   after, and what the rest of the agent lost.
+
+The agent's own configuration is used (set `CLAWLOOP_CONFIG` to choose one); results and logs
+go to ``--out``. Nothing is downloaded; every server is on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cli.evals.generators.base import Generated  # noqa: E402
+from cli.evals.generators.curriculum import generate  # noqa: E402
+from cli.evals.generators.gold import gold_turns  # noqa: E402
+from cli.evals.stats import wilson  # noqa: E402
+from cli.evals.suite import Suite, load_suite  # noqa: E402
+
+FRESH_SEED = 90210
+TRAIN_SEED = 31337
+SHIPPED = ROOT / "backends" / "adapters" / "smollm2-135m-clawloop.gguf"
+
+
+def _suite_yaml(name: str, items: list[tuple[str, Generated]]) -> str:
+    tasks = []
+    for task_id, made in items:
+        task = made.task(task_id).model_dump(exclude_defaults=True)
+        task["check"] = made.check.model_dump(exclude_defaults=True)
+        tasks.append(task)
+    return yaml.safe_dump({"name": name, "tasks": tasks}, sort_keys=False, allow_unicode=True)
+
+
+def draw(families: list[str], per_family: int, seed: int, avoid: Suite | None) -> list[Any]:
+    """``per_family`` fresh tasks of each family, none sharing a prompt and files with ``avoid``."""
+    held = list(avoid.tasks) if avoid is not None else []
+    made = generate(per_family * len(families), seed, families, held)
+    return made.items
+
+
+def write_suite(path: Path, name: str, items: list[Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    named = [(f"{g.family}.{i:03d}", g) for i, (_, g) in enumerate(items)]
+    path.write_text(_suite_yaml(name, named), encoding="utf-8")
+
+
+def agent(*args: str, log: Path) -> subprocess.CompletedProcess[str]:
+    """One `agent` command; its stderr goes to ``log``, its traces to the log's folder."""
+    command = [sys.executable, "-m", "cli.main", *args]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CLAWLOOP_DATA_DIR": str(log.parent / "data")}
+    with log.open("a", encoding="utf-8") as err:
+        err.write(f"$ agent {' '.join(args)}\n")
+        err.flush()
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True, check=False
+        )
+    if done.returncode != 0:
+        raise SystemExit(f"agent {' '.join(args)} failed ({done.returncode}): see {log}")
+    return done
+
+
+def evaluate(suite: Path, adapter: str, out: Path, label: str) -> dict[str, Any]:
+    """`agent eval SUITE --json` with ``adapter``: pass counts overall and per family."""
+    started = time.monotonic()
+    done = agent("eval", str(suite), "--adapter", adapter, "--json", log=out / "log.txt")
+    data = json.loads(done.stdout)
+    (out / f"{label}.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+    tasks = data["variants"][0]["tasks"]
+    per: dict[str, list[int]] = {}
+    for t in tasks:
+        tally = per.setdefault(t["task"].split(".")[0], [0, 0])
+        tally[0] += bool(t["passed"])
+        tally[1] += 1
+    passed = sum(p for p, _ in per.values())
+    return {
+        "label": label,
+        "passed": passed,
+        "tasks": len(tasks),
+        "interval": wilson(passed, len(tasks)),
+        "per_family": per,
+        "seconds": round(time.monotonic() - started),
+    }
+
+
+def _reply(body: dict[str, Any], answers: dict[str, Generated]) -> dict[str, Any]:
+    messages = body["messages"]
+    user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    gold = answers.get(messages[user]["content"].strip())
+    done = sum(m["role"] == "assistant" for m in messages[user + 1 :])
+    if gold is None:
+        message: dict[str, Any] = {"role": "assistant", "content": "I do not know this task."}
+    else:
+        turn = gold_turns(gold)[min(done, len(gold.calls))]
+        message = {"role": "assistant", **turn.to_wire()}
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "model": "scripted-teacher",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+@contextmanager
+def scripted_teacher(items: list[Any]) -> Iterator[str]:
+    """An OpenAI-compatible server on 127.0.0.1 that replays each task's gold solution."""
+    answers = {g.prompt.strip(): g for _, g in items}
+
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, data: dict[str, Any]) -> None:
+            raw = json.dumps(data).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self) -> None:
+            self._send({"object": "list", "data": [{"id": "scripted-teacher"}]})
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            self._send(_reply(body, answers))
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _line(result: dict[str, Any]) -> str:
+    low, high = result["interval"]
+    families = ", ".join(f"{f} {p}/{n}" for f, (p, n) in sorted(result["per_family"].items()))
+    return (
+        f"{result['label']:<22} {result['passed']:>3}/{result['tasks']:<3} "
+        f"({100 * low:.1f}-{100 * high:.1f}%)  {families}  [{result['seconds']} s]"
+    )
+
+
+def screen(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    basic = load_suite(ROOT / "evals" / "basic.yaml")
+    items = draw(args.family, args.count, FRESH_SEED + 1, basic)
+    write_suite(out / "screen.yaml", "screen", items)
+    print(_line(evaluate(out / "screen.yaml", args.adapter, out, "screen")))
+
+
+def teach(args: argparse.Namespace) -> None:
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    basic = load_suite(ROOT / "evals" / "basic.yaml")
+    fresh = draw(args.family, args.fresh, FRESH_SEED, basic)
+    write_suite(out / "fresh.yaml", "fresh", fresh)
+    fresh_suite = load_suite(out / "fresh.yaml")
+    avoid = Suite(name="avoid", tasks=[*basic.tasks, *fresh_suite.tasks])
+    train = draw(args.family, args.train, TRAIN_SEED, avoid)
+    write_suite(out / "train.yaml", "train", train)
+    print(f"families: {', '.join(args.family)}; {len(train)} training tasks, {len(fresh)} fresh")
+    results = [evaluate(out / "fresh.yaml", args.adapter, out, "fresh, before")]
+    print(_line(results[-1]), flush=True)
+    started = time.monotonic()
+    with scripted_teacher(train) as url:
+        agent(
+            *("train", "--teacher", "openai", "--base-url", url),
+            *("--teacher-suite", str(out / "train.yaml"), "--start-from", args.adapter),
+            *("--epochs", str(args.epochs), "--lr", str(args.lr), "--out", str(out / "round")),
+            log=out / "log.txt",
+        )
+    trained = round(time.monotonic() - started)
+    manifest = json.loads((out / "round" / "manifest.json").read_text())
+    taught = manifest["data"]["teacher"]
+    print(f"teacher: {taught['passed']}/{taught['tasks']} runs passed; trained in {trained} s")
+    adapter = str(out / "round" / "adapter.gguf")
+    results.append(evaluate(out / "fresh.yaml", adapter, out, "fresh, after"))
+    print(_line(results[-1]), flush=True)
+    basic_path = ROOT / "evals" / "basic.yaml"
+    if args.basic_before:
+        results.append(evaluate(basic_path, args.adapter, out, "basic, before"))
+        print(_line(results[-1]), flush=True)
+    results.append(evaluate(basic_path, adapter, out, "basic, after"))
+    print(_line(results[-1]), flush=True)
+    summary = {"families": args.family, "teacher": taught, "train_seconds": trained}
+    summary["results"] = results
+    (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="step", required=True)
+    for name in ("screen", "teach"):
+        p = sub.add_parser(name)
+        p.add_argument("--family", action="append", required=True)
+        p.add_argument("--adapter", default=str(SHIPPED), help="the adapter to start from")
+        p.add_argument("--out", default="new-family")
+    sub.choices["screen"].add_argument("--count", type=int, default=5)
+    teach_p = sub.choices["teach"]
+    teach_p.add_argument("--train", type=int, default=30, help="training tasks per family")
+    teach_p.add_argument("--fresh", type=int, default=20, help="fresh tasks per family")
+    teach_p.add_argument("--epochs", type=int, default=2)
+    teach_p.add_argument("--lr", type=float, default=3e-4)
+    teach_p.add_argument("--basic-before", action="store_true", help="also eval basic before")
+    args = parser.parse_args()
+    screen(args) if args.step == "screen" else teach(args)
+
+
+if __name__ == "__main__":
+    main()
