@@ -62,6 +62,12 @@ class MountPlan:
     writable: list[tuple[int, Path]] | None = None
     proxy_socket: Path | None = None  # the host-side socket of the per-host network proxy
     read_only: list[Path] = field(default_factory=list)  # declared host folders, read-only
+    # When set, the system view holds only some programs: these bwrap options build it
+    # (:mod:`sandbox.programs`) in place of the system folders.
+    programs: list[str] | None = None
+    # When set, the workspace shows only these parts, read-only (fds opened by the caller);
+    # the writable parts are shown too. Nothing else of it is there.
+    visible: list[tuple[int, Path]] | None = None
 
 
 def bwrap_path() -> str:
@@ -91,8 +97,10 @@ def relay_argv(python: str) -> list[str]:
     return [python, "-I", "-S", "-c", source, PROXY_SOCKET, str(RELAY_PORT)]
 
 
-def _system_view() -> list[str]:
+def _system_view(programs: list[str] | None = None) -> list[str]:
     args = ["--size", str(_MB), "--tmpfs", "/"]
+    if programs is not None:
+        return [*args, *programs, *(a for p in EMPTY_DIRS for a in ("--dir", p))]
     for path in SYSTEM_PATHS:
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
@@ -116,7 +124,7 @@ def bwrap_args(
     if plan.mode == "full-access":
         args = [bwrap, "--bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *spaces]
     else:
-        args = [bwrap, *_system_view(), "--dev", "/dev", "--proc", "/proc", *spaces]
+        args = [bwrap, *_system_view(plan.programs), "--dev", "/dev", "--proc", "/proc", *spaces]
         args += ["--size", str(SHM_SIZE_MB * _MB), "--perms", "1777", "--tmpfs", "/dev/shm"]
         args += ["--remount-ro", "/dev"]
         args += ["--size", str(plan.tmp_size_mb * _MB), "--perms", "1777", "--tmpfs", "/tmp"]
@@ -135,16 +143,15 @@ def bwrap_args(
             args += ["--size", "4096", "--perms", "0555", "--tmpfs", str(path)]
     if plan.mode != "full-access":
         args += _ancestors(plan.workspace)
-    read_only = plan.mode == "read-only" or plan.writable is not None
-    args += ["--ro-bind-fd" if read_only else "--bind-fd", str(plan.workspace_fd), ws]
-    for fd, path in plan.writable or []:
-        args += ["--bind-fd", str(fd), str(path)]
+    args += _workspace(plan)
     for fd, path in plan.protected:
-        args += ["--ro-bind-fd", str(fd), str(path)]
+        if _shown(path, plan):
+            args += ["--ro-bind-fd", str(fd), str(path)]
     for path in plan.covered:
-        args += ["--ro-bind", "/dev/null", str(path)]
+        if _shown(path, plan):
+            args += ["--ro-bind", "/dev/null", str(path)]
     for path in plan.hidden:
-        if _inside(path, plan.workspace):
+        if _inside(path, plan.workspace) and _shown(path, plan):
             args += ["--size", "4096", "--perms", "0555", "--tmpfs", str(path)]
     env = dict(plan.env)
     if plan.proxy_socket is not None:
@@ -165,6 +172,43 @@ def bwrap_args(
     drop = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
     drop += ["--inh-caps=-all", "--bounding-set=-all", "--"]
     return [*args, "--", *drop, *argv]
+
+
+def _workspace(plan: MountPlan) -> list[str]:
+    """The workspace: whole (read-write or read-only), or an empty folder holding only the
+    visible parts, read-only, and the writable parts over them."""
+    ws = str(plan.workspace)
+    if plan.visible is None:
+        read_only = plan.mode == "read-only" or plan.writable is not None
+        args = ["--ro-bind-fd" if read_only else "--bind-fd", str(plan.workspace_fd), ws]
+    else:
+        args = ["--perms", "0755", "--dir", ws]
+        for fd, path in plan.visible:
+            args += [*_parents(path, plan.workspace, []), "--ro-bind-fd", str(fd), str(path)]
+    shown = [p for _, p in plan.visible or []]
+    for fd, path in plan.writable or []:
+        args += [*_parents(path, plan.workspace, shown), "--bind-fd", str(fd), str(path)]
+    return args
+
+
+def _parents(path: Path, workspace: Path, shown: list[Path]) -> list[str]:
+    """The folders between the workspace and ``path``, made searchable in its empty stand-in
+    (bwrap would make them private); none inside a part already shown, which has them."""
+    args: list[str] = []
+    for parent in reversed(path.parents):
+        below = _inside(parent, workspace) and parent != workspace
+        if below and not any(_inside(parent, part) for part in shown):
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+def _shown(path: Path, plan: MountPlan) -> bool:
+    """Whether ``path`` (in the workspace) is in the view: a part not shown stays absent,
+    rather than appear as the mount point of what protects it."""
+    if plan.visible is None or not _inside(path, plan.workspace):
+        return True
+    parts = [p for _, p in [*plan.visible, *(plan.writable or [])]]
+    return any(_inside(path, part) for part in parts)
 
 
 def _proxy_mounts(socket_path: Path) -> list[str]:

@@ -26,16 +26,24 @@ from typing import Protocol
 
 from agent.errors import ToolError, UserError
 from agent.run_context import current_run
-from sandbox.bwrap import SAFE_PATH, SYSTEM_PATHS, MountPlan, bwrap_args, bwrap_path
+from sandbox.bwrap import (
+    SAFE_PATH,
+    SYSTEM_PATHS,
+    MountPlan,
+    bwrap_args,
+    bwrap_path,
+    relay_python,
+)
 from sandbox.cgroup import Cgroup, create, find_place
 from sandbox.egress import EgressProxy, parse_host
 from sandbox.grant import Identity, grant, identity_for, revoke
 from sandbox.limits import prlimit_argv, setpriv_argv, ulimit_script
+from sandbox.programs import LAUNCH_SHELLS, program_view
 from sandbox.scan import Scan, refuse_new, scan
 from sandbox.seccomp import filter_fd
 from sandbox.secrets import is_secret_name
 from sandbox.settings import ResourceLimits, SandboxSettings
-from sandbox.writable import make_folders, open_beneath, writable_parts
+from sandbox.writable import make_folders, open_parts, writable_parts
 
 _log = logging.getLogger("clawloop.sandbox")
 _MB = 1024 * 1024
@@ -105,7 +113,9 @@ class SandboxRunner:
     command may reach (through :mod:`sandbox.egress`; none: no network, as the mode says);
     ``write_paths``, when given, the only workspace globs it may write (:mod:`sandbox.writable`).
     ``read_only`` are folders in the workspace mounted read-only whatever the walk finds
-    (clawloop's own installation, when it lies there).
+    (clawloop's own installation, when it lies there). ``programs``, when given, are the only
+    executables in the view (:mod:`sandbox.programs`); ``read_paths`` the only workspace globs
+    it shows, besides the writable ones: everything else of it is absent.
     """
 
     def __init__(
@@ -118,8 +128,12 @@ class SandboxRunner:
         network: Sequence[str] = (),
         write_paths: Sequence[str] | None = None,
         read_only: Sequence[Path] = (),
+        programs: Sequence[str] | None = None,
+        read_paths: Sequence[str] | None = None,
     ) -> None:
         self.settings = settings
+        self.programs = None if programs is None else list(programs)
+        self.read_paths = None if read_paths is None else list(read_paths)
         self.read_only = [Path(p) for p in read_only]
         self.network = [parse_host(h) for h in network]
         self.write_paths = None if write_paths is None else list(write_paths)
@@ -156,7 +170,8 @@ class SandboxRunner:
         """Make sure the sandbox can start; :class:`UserError` with the fix if it cannot."""
         if self._checked or not self.sandboxed:
             return
-        result = self._run(["true"], timeout=30)
+        # A shell builtin: it starts in any view, the one holding only declared programs too.
+        result = self._run(["sh", "-c", "exit 0"], timeout=30)
         if result.exit_code != 0:
             first = (result.stderr.strip().splitlines() or ["no error message"])[0]
             raise UserError(
@@ -265,6 +280,10 @@ class SandboxRunner:
             plan.drop_to = (identity.uid, identity.gid)
         if self.write_paths is not None and self.settings.mode == "workspace-write":
             plan.writable = self._writable(fds)
+        if self.read_paths is not None:
+            plan.visible = self._visible(fds, self.read_paths)
+        if self.programs is not None:
+            plan.programs = self._programs(argv, identity, proxy is not None)
         if proxy is not None:
             plan.proxy_socket = proxy.socket_path
         plan.seccomp_fd = filter_fd()
@@ -283,13 +302,33 @@ class SandboxRunner:
         parts = writable_parts(self.workspace, self.write_paths or [])
         if parts.whole:
             return None
-        opened = []
-        for rel in [*parts.folders, *parts.paths]:
-            fd = open_beneath(fds[0], rel)
-            if fd is not None:
-                fds.append(fd)
-                opened.append((fd, self.workspace / rel))
+        opened = open_parts(self.workspace, fds[0], parts)
+        fds += [fd for fd, _ in opened]
         return opened
+
+    def _visible(self, fds: list[int], reads: list[str]) -> list[tuple[int, Path]] | None:
+        """The parts of the workspace a command may read, opened beneath it (None: all)."""
+        writes = self.write_paths
+        if writes is None:
+            writes = ["**"] if self.settings.mode == "workspace-write" else []
+        parts = writable_parts(self.workspace, [*reads, *writes])
+        if parts.whole:
+            return None
+        opened = open_parts(self.workspace, fds[0], parts)
+        fds += [fd for fd, _ in opened]
+        return opened
+
+    def _programs(self, argv: list[str], identity: Identity | None, proxy: bool) -> list[str]:
+        """bwrap options for a view holding only the declared programs, and those the sandbox
+        itself starts the command with: its shell, ``setpriv`` as root, the network relay."""
+        names = list(self.programs or [])
+        if argv and os.path.basename(argv[0]) in LAUNCH_SHELLS:
+            names.append(argv[0])
+        if identity is not None:
+            names.append(setpriv_argv(0)[0])
+        if proxy:
+            names.append(relay_python())
+        return program_view(names).bwrap_args()
 
     def _hidden(self) -> list[Path]:
         """clawloop's folders and the user's homes that the view would otherwise show."""

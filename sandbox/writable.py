@@ -95,6 +95,17 @@ def _matches(workspace: Path, prefix: str, pattern: str) -> list[str]:
     return found
 
 
+def open_parts(workspace: Path, workspace_fd: int, parts: WritableParts) -> list[tuple[int, Path]]:
+    """Descriptors of ``parts`` (not ``whole``) opened beneath the workspace, with their paths;
+    a part that is missing or reached through a link is left out."""
+    opened = []
+    for rel in [*parts.folders, *parts.paths]:
+        fd = open_beneath(workspace_fd, rel)
+        if fd is not None:
+            opened.append((fd, workspace / rel))
+    return opened
+
+
 def make_folders(workspace: Path, parts: WritableParts) -> None:
     """Create the declared writable folders that are missing, owned like the folder above.
 

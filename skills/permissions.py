@@ -1,11 +1,15 @@
 """Holding a skill to its permission manifest, at run time.
 
-A skill that is not built in gets a context whose runner and path resolver refuse whatever its
-manifest does not declare, whatever the global rules allow: a program not in ``commands``, a
-path outside ``read`` / ``write``. Its programs see only the variables in ``env``, reach only
-the hosts in ``network`` (none: no network at all), and write only the workspace paths in
-``write`` (the OS sandbox enforces those two, not this file: see :mod:`sandbox.egress` and
-:mod:`sandbox.writable`).
+A skill that is not built in gets a context whose runner and path resolver hold it to what its
+manifest declares, whatever the global rules allow. The OS sandbox is the guarantee: the
+programs in ``commands`` are the only executables in its commands' view
+(:mod:`sandbox.programs`), the workspace shows only its ``read`` and ``write`` paths and lets
+it write only the latter (:mod:`sandbox.writable`), its programs see only the variables in
+``env`` and reach only the hosts in ``network`` (none: no network at all; :mod:`sandbox.egress`).
+
+The command-line check here (:func:`check_argv`) only refuses early, with a message the model
+can act on, what the view would make fail anyway; a shell can start programs in ways no parser
+sees, so nothing relies on it.
 """
 
 from __future__ import annotations
@@ -69,6 +73,11 @@ def check_argv(skill: str, permissions: Permissions, argv: Sequence[str]) -> Non
             raise ToolError(_refusal(skill, f"`{name}` (it hides what runs)", declared))
         if not any(_command_matches(pattern, name, line) for pattern in declared):
             raise ToolError(_refusal(skill, f"the program `{name}`", declared))
+
+
+def declared_programs(permissions: Permissions) -> list[str]:
+    """The programs ``commands`` names (``git log*`` names ``git``): the only ones in view."""
+    return list(dict.fromkeys(c.split()[0] for c in permissions.commands if c.strip()))
 
 
 def _command_matches(pattern: str, program: str, line: str) -> bool:
@@ -146,6 +155,8 @@ def scoped_context(context: SkillContext, skill: str, permissions: Permissions) 
         getattr(context.runner, "hidden", ()),
         network=permissions.network,
         write_paths=permissions.write,
+        programs=declared_programs(permissions),
+        read_paths=permissions.read,
     )
     return dataclasses.replace(
         context,

@@ -36,6 +36,7 @@ MODULES = [
     "test_sandbox_egress.py",
     "test_sandbox_write_paths.py",
     "test_sandbox_third_pass_a.py",
+    "test_sandbox_manifest_view.py",
 ]
 
 
