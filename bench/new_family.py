@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -112,6 +113,18 @@ def evaluate(suite: Path, adapter: str, out: Path, label: str) -> dict[str, Any]
         "per_family": per,
         "seconds": round(time.monotonic() - started),
     }
+
+
+def _evaluate_all(runs: list[tuple[Path, str, str]], out: Path) -> list[dict[str, Any]]:
+    """The evals of ``runs`` (suite, adapter, label), two at a time, printed as they end."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [
+            pool.submit(evaluate, suite, adapter, out, label) for suite, adapter, label in runs
+        ]
+        results = [f.result() for f in futures]
+    for result in results:
+        print(_line(result), flush=True)
+    return results
 
 
 def _reply(body: dict[str, Any], answers: dict[str, Generated]) -> dict[str, Any]:
@@ -196,8 +209,12 @@ def teach(args: argparse.Namespace) -> None:
     train = draw(args.family, args.train, TRAIN_SEED, avoid)
     write_suite(out / "train.yaml", "train", train)
     print(f"families: {', '.join(args.family)}; {len(train)} training tasks, {len(fresh)} fresh")
-    results = [evaluate(out / "fresh.yaml", args.adapter, out, "fresh, before")]
-    print(_line(results[-1]), flush=True)
+    basic_path = ROOT / "evals" / "basic.yaml"
+    # Two evals at once: each is one process on one llama.cpp thread.
+    before = [(out / "fresh.yaml", args.adapter, "fresh, before")]
+    if args.basic_before:
+        before.append((basic_path, args.adapter, "basic, before"))
+    results = _evaluate_all(before, out)
     started = time.monotonic()
     with scripted_teacher(train) as url:
         agent(
@@ -211,14 +228,8 @@ def teach(args: argparse.Namespace) -> None:
     taught = manifest["data"]["teacher"]
     print(f"teacher: {taught['passed']}/{taught['tasks']} runs passed; trained in {trained} s")
     adapter = str(out / "round" / "adapter.gguf")
-    results.append(evaluate(out / "fresh.yaml", adapter, out, "fresh, after"))
-    print(_line(results[-1]), flush=True)
-    basic_path = ROOT / "evals" / "basic.yaml"
-    if args.basic_before:
-        results.append(evaluate(basic_path, args.adapter, out, "basic, before"))
-        print(_line(results[-1]), flush=True)
-    results.append(evaluate(basic_path, adapter, out, "basic, after"))
-    print(_line(results[-1]), flush=True)
+    after = [(out / "fresh.yaml", adapter, "fresh, after"), (basic_path, adapter, "basic, after")]
+    results += _evaluate_all(after, out)
     summary = {"families": args.family, "teacher": taught, "train_seconds": trained}
     summary["results"] = results
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
