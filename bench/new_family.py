@@ -182,7 +182,9 @@ def scripted_teacher(items: list[Any]) -> Iterator[str]:
 
 def _line(result: dict[str, Any]) -> str:
     low, high = result["interval"]
-    families = ", ".join(f"{f} {p}/{n}" for f, (p, n) in sorted(result["per_family"].items()))
+    per = result["per_family"]
+    # Generated suites' ids are FAMILY.NNN; other suites' (basic.yaml) name no family.
+    families = ", ".join(f"{f} {p}/{n}" for f, (p, n) in sorted(per.items()) if n > 1)
     return (
         f"{result['label']:<22} {result['passed']:>3}/{result['tasks']:<3} "
         f"({100 * low:.1f}-{100 * high:.1f}%)  {families}  [{result['seconds']} s]"
