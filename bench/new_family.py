@@ -71,6 +71,21 @@ def draw(families: list[str], per_family: int, seed: int, avoid: Suite | None) -
     return made.items
 
 
+def _unique_prompts(items: list[Any], per_family: int) -> list[Any]:
+    """At most ``per_family`` tasks of each family, no two with the same prompt."""
+    seen: set[str] = set()
+    counts: dict[str, int] = {}
+    kept = []
+    for task, made in items:
+        key = made.prompt.strip()
+        if key in seen or counts.get(made.family, 0) >= per_family:
+            continue
+        seen.add(key)
+        counts[made.family] = counts.get(made.family, 0) + 1
+        kept.append((task, made))
+    return kept
+
+
 def write_suite(path: Path, name: str, items: list[Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     named = [(f"{g.family}.{i:03d}", g) for i, (_, g) in enumerate(items)]
@@ -208,7 +223,8 @@ def teach(args: argparse.Namespace) -> None:
     write_suite(out / "fresh.yaml", "fresh", fresh)
     fresh_suite = load_suite(out / "fresh.yaml")
     avoid = Suite(name="avoid", tasks=[*basic.tasks, *fresh_suite.tasks])
-    train = draw(args.family, args.train, TRAIN_SEED, avoid)
+    # The scripted teacher knows a task by its prompt: training prompts are kept unique.
+    train = _unique_prompts(draw(args.family, 2 * args.train, TRAIN_SEED, avoid), args.train)
     write_suite(out / "train.yaml", "train", train)
     print(f"families: {', '.join(args.family)}; {len(train)} training tasks, {len(fresh)} fresh")
     basic_path = ROOT / "evals" / "basic.yaml"
