@@ -103,12 +103,13 @@ class FlowPolicy:
             self.outbound.append(name)
 
     def checks_for(self, target: RuleTarget, tool_name: str) -> Checks | None:
-        """The arguments to check for this tool (the most specific entry wins), or None."""
-        found = [(p, c) for p, c in self.checks.items() if tool_matches(p, target, tool_name)]
+        """The arguments to check for this tool, or None: an entry naming it exactly wins, then
+        the longest glob (``mcp.notes.*`` before ``mcp.*``)."""
+        found = [p for p in self.checks if tool_matches(p, target, tool_name)]
         if not found:
             return None
-        exact = [c for p, c in found if p in (target.name, tool_name)]
-        return exact[0] if exact else found[0][1]
+        best = max(found, key=lambda p: (p in (target.name, tool_name), len(p)))
+        return self.checks[best]
 
     def is_outbound(self, target: RuleTarget, tool_name: str) -> bool:
         return any(tool_matches(p, target, tool_name) for p in self.outbound)

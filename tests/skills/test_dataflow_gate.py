@@ -143,3 +143,16 @@ def test_yes_never_answers_a_data_flow_ask() -> None:
     assert answer_event(event, AutoApprover(), context) == "deny"
     ordinary = ApprovalRequested(context.approvals.open().id, call, "", "rule", "", "", 5.0)
     assert answer_event(ordinary, AutoApprover(), context) == "once"
+
+
+def test_the_config_names_consequential_calls_and_the_most_specific_entry_wins() -> None:
+    from sandbox.flow import FlowPolicy
+    from sandbox.rules import RuleTarget
+
+    flow = FlowPolicy.from_settings(
+        FlowSettings(consequential={"mcp.notes.*": {}, "mail.send": {"to": "user"}})
+    )
+    assert flow.checks_for(RuleTarget("mcp.notes.add"), "notes_add") == {}
+    assert flow.checks_for(RuleTarget("mcp.web.get"), "web_get") == {"*": "words"}
+    assert flow.checks_for(RuleTarget("mail.send"), "mail_send") == {"to": "user"}
+    assert flow.checks_for(RuleTarget("files.read", "read"), "files_read") is None
