@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -114,6 +115,18 @@ def evaluate(suite: Path, adapter: str, out: Path, label: str) -> dict[str, Any]
     }
 
 
+def _evaluate_all(runs: list[tuple[Path, str, str]], out: Path) -> list[dict[str, Any]]:
+    """The evals of ``runs`` (suite, adapter, label), two at a time, printed as they end."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [
+            pool.submit(evaluate, suite, adapter, out, label) for suite, adapter, label in runs
+        ]
+        results = [f.result() for f in futures]
+    for result in results:
+        print(_line(result), flush=True)
+    return results
+
+
 def _reply(body: dict[str, Any], answers: dict[str, Generated]) -> dict[str, Any]:
     messages = body["messages"]
     user = max(i for i, m in enumerate(messages) if m["role"] == "user")
@@ -169,7 +182,9 @@ def scripted_teacher(items: list[Any]) -> Iterator[str]:
 
 def _line(result: dict[str, Any]) -> str:
     low, high = result["interval"]
-    families = ", ".join(f"{f} {p}/{n}" for f, (p, n) in sorted(result["per_family"].items()))
+    per = result["per_family"]
+    # Generated suites' ids are FAMILY.NNN; other suites' (basic.yaml) name no family.
+    families = ", ".join(f"{f} {p}/{n}" for f, (p, n) in sorted(per.items()) if n > 1)
     return (
         f"{result['label']:<22} {result['passed']:>3}/{result['tasks']:<3} "
         f"({100 * low:.1f}-{100 * high:.1f}%)  {families}  [{result['seconds']} s]"
@@ -196,8 +211,12 @@ def teach(args: argparse.Namespace) -> None:
     train = draw(args.family, args.train, TRAIN_SEED, avoid)
     write_suite(out / "train.yaml", "train", train)
     print(f"families: {', '.join(args.family)}; {len(train)} training tasks, {len(fresh)} fresh")
-    results = [evaluate(out / "fresh.yaml", args.adapter, out, "fresh, before")]
-    print(_line(results[-1]), flush=True)
+    basic_path = ROOT / "evals" / "basic.yaml"
+    # Two evals at once: each is one process on one llama.cpp thread.
+    before = [(out / "fresh.yaml", args.adapter, "fresh, before")]
+    if args.basic_before:
+        before.append((basic_path, args.adapter, "basic, before"))
+    results = _evaluate_all(before, out)
     started = time.monotonic()
     with scripted_teacher(train) as url:
         agent(
@@ -211,14 +230,8 @@ def teach(args: argparse.Namespace) -> None:
     taught = manifest["data"]["teacher"]
     print(f"teacher: {taught['passed']}/{taught['tasks']} runs passed; trained in {trained} s")
     adapter = str(out / "round" / "adapter.gguf")
-    results.append(evaluate(out / "fresh.yaml", adapter, out, "fresh, after"))
-    print(_line(results[-1]), flush=True)
-    basic_path = ROOT / "evals" / "basic.yaml"
-    if args.basic_before:
-        results.append(evaluate(basic_path, args.adapter, out, "basic, before"))
-        print(_line(results[-1]), flush=True)
-    results.append(evaluate(basic_path, adapter, out, "basic, after"))
-    print(_line(results[-1]), flush=True)
+    after = [(out / "fresh.yaml", adapter, "fresh, after"), (basic_path, adapter, "basic, after")]
+    results += _evaluate_all(after, out)
     summary = {"families": args.family, "teacher": taught, "train_seconds": trained}
     summary["results"] = results
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
