@@ -27,6 +27,8 @@ class Gate:
     suggestion: str = ""  # the allow rule an "always" answer saves
     summary: str = ""  # the call as one line, secrets redacted
     detail: Any = None  # the policy's own decision, handed back to the tool
+    # Only a person may answer: no standing answer (``--yes``) and no "always" rule.
+    person_only: bool = False
 
 
 @dataclass(slots=True, frozen=True)

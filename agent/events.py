@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent.messages import AssistantMessage, ToolCall
+from agent.provenance import Provenance
 
 
 @dataclass(slots=True)
@@ -44,6 +45,7 @@ class ToolResultEvent:
     type: str = "tool_result"
     decision: str | None = None  # "allow", "deny", "invalid" (never reached the policy)
     decided_by: str | None = None  # the rule, person or check that decided
+    provenance: Provenance | None = None  # where the content came from (see agent/provenance)
     run_id: str = field(default="", compare=False)
     step: int = field(default=0, compare=False)
 
@@ -118,6 +120,7 @@ class ApprovalRequested:
     suggestion: str  # the allow rule an "always" answer saves
     summary: str  # the call as one line, secrets redacted
     expires_in_s: float
+    person_only: bool = False  # a data-flow ask: no standing answer (--yes) may approve it
     type: str = "approval_requested"
     run_id: str = field(default="", compare=False)
     step: int = field(default=0, compare=False)
@@ -155,4 +158,6 @@ def event_to_json(event: Event) -> dict[str, Any]:
         data["call"] = event.call.to_wire()
     if isinstance(event, StepEvent):
         data["message"] = event.message.to_wire()
+    if isinstance(event, ToolResultEvent):
+        data["provenance"] = None if event.provenance is None else event.provenance.model_dump()
     return {"type": data.pop("type"), **data}

@@ -35,6 +35,7 @@ from agent.messages import (
     ToolMessage,
     UserMessage,
 )
+from agent.provenance import Provenance
 from agent.run_context import RunContext, context_for_call, new_run_id
 from agent.session import Session
 from agent.tool_selection import ToolSelector
@@ -104,6 +105,7 @@ class AgentLoop:
         if self.system_prompt and not any(m.role == "system" for m in session.messages):
             session.append(SystemMessage(content=self.system_prompt))
         session.append(UserMessage(content=task))
+        ctx.messages = session.messages
         start = time.monotonic()
         usage = UsageEvent(0, 0, 0, 0, 0.0)
         try:
@@ -121,7 +123,7 @@ class AgentLoop:
     def _steps(
         self, session: Session, start: float, usage: UsageEvent, ctx: RunContext
     ) -> Iterator[Event]:
-        done: dict[str, str] = {}  # call -> result, for the repeat guard
+        done: dict[str, ToolResultEvent] = {}  # call -> result, for the repeat guard
         answer_only = False
         while True:
             if usage.steps >= self.limits.max_steps:
@@ -197,10 +199,13 @@ class AgentLoop:
                 else:
                     result = yield from self._dispatch(call, ctx)
                     if result.ok:
-                        done[key] = result.content
+                        done[key] = result
                 session.append(
                     ToolMessage(
-                        tool_call_id=call.id, name=call.function.name, content=result.content
+                        tool_call_id=call.id,
+                        name=call.function.name,
+                        content=result.content,
+                        provenance=result.provenance,
                     )
                 )
                 yield result
@@ -219,10 +224,11 @@ class AgentLoop:
         text = args.get("text") if isinstance(args, dict) else None
         return text if isinstance(text, str) else None
 
-    def _repeated(self, call: ToolCall, earlier: str) -> ToolResultEvent:
-        """The observation for a call already made: its earlier result, not a second run."""
+    def _repeated(self, call: ToolCall, earlier: ToolResultEvent) -> ToolResultEvent:
+        """The observation for a call already made: its earlier result (and label), not a
+        second run."""
         then = f"call {self.answer_tool}" if self.answer_tool else "answer"
-        content = f"{earlier}\n(Already done; do not repeat it: {then}.)"
+        content = f"{earlier.content}\n(Already done; do not repeat it: {then}.)"
         return ToolResultEvent(
             call.id,
             call.function.name,
@@ -231,6 +237,7 @@ class AgentLoop:
             0.0,
             decision="invalid",
             decided_by="repeat guard",
+            provenance=earlier.provenance,
         )
 
     def _request(self, messages: list[Message], answer_only: bool = False) -> ChatRequest:
@@ -286,11 +293,15 @@ class AgentLoop:
         if tool is None:  # check_call found it; a toolbox changed under a run is a bug
             raise RuntimeError(f"tool {call.function.name!r} vanished from the toolbox")
         verdict: Verdict | None = None
+        # An error's text may quote what the tool read: it is labelled as the tool's results are.
+        label = declared_provenance(tool)
         if isinstance(tool, GatedTool):
             try:
                 gate = tool.gate(args, ctx)
             except ToolError as exc:
-                return ToolResultEvent(call.id, tool.name, f"error: {exc.message}", False, 0.0)
+                return ToolResultEvent(
+                    call.id, tool.name, f"error: {exc.message}", False, 0.0, provenance=label
+                )
             verdict = yield from self._settle(call, gate, ctx)
         began = time.monotonic()
         ok = True
@@ -299,7 +310,9 @@ class AgentLoop:
                 _gated(tool, args, ctx, verdict)()  # records and raises the refusal
                 ok, content = False, "error: refused"  # not reached: the refusal raises
             else:
-                ok, content = observation(self._run_tool(_gated(tool, args, ctx, verdict), ctx))
+                result = self._run_tool(_gated(tool, args, ctx, verdict), ctx)
+                ok, content = observation(result)
+                label = result.labelled(label)
         except ToolError as exc:
             ok, content = False, f"error: {exc.message}"
         except FutureTimeout:
@@ -323,6 +336,7 @@ class AgentLoop:
             time.monotonic() - began,
             decision=None if verdict is None else verdict.outcome,
             decided_by=None if verdict is None else verdict.by,
+            provenance=label,
         )
 
     def _settle(
@@ -341,6 +355,7 @@ class AgentLoop:
             gate.suggestion,
             gate.summary,
             ctx.ask_timeout_s,
+            gate.person_only,
             run_id=ctx.run_id,
         )
         try:
@@ -378,6 +393,13 @@ class AgentLoop:
             if ctx.cancel.is_set():
                 raise _Cancelled  # it ended because the run was stopped (a killed command)
             return result
+
+
+def declared_provenance(tool: Tool) -> Provenance:
+    """How ``tool`` labels its results when they say nothing themselves (its ``provenance``
+    attribute; a tool that declares none is its own trusted source)."""
+    declared = getattr(tool, "provenance", None)
+    return declared if isinstance(declared, Provenance) else Provenance.tool(tool.name)
 
 
 class _Cancelled(Exception):

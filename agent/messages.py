@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from agent.provenance import Provenance
+
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -19,6 +21,10 @@ class _Wire(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         """The JSON an OpenAI-compatible server takes, with unset optional fields left out."""
         return self.model_dump(mode="json", exclude_none=True)
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON a session file or a trace keeps: the wire form plus clawloop's own labels."""
+        return self.to_wire()
 
 
 class FunctionCall(_Wire):
@@ -92,6 +98,15 @@ class ToolMessage(_Wire):
     tool_call_id: str
     content: str
     name: str | None = None
+    # Where the content came from. It lives beside the content, in sessions and traces, and is
+    # never sent to a model: nothing in a result's text can claim or change it.
+    provenance: Provenance | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True, exclude={"provenance"})
+
+    def to_record(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 Message = Annotated[

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from agent.approvals import ApprovalBroker
+from agent.messages import Message
 
 DEFAULT_ASK_TIMEOUT_S = 600.0
 
@@ -33,6 +34,11 @@ class RunContext:
     ``allowed`` is the run's policy overlay: allow rules the person said "always" to during this
     run. They apply to this run only (and are saved to the config file for later runs); the
     policy object other runs share is never changed.
+
+    ``attended`` says whether a person can answer this run's asks. A run nobody watches (``--yes``,
+    a scheduled job, an eval) is refused what only a person may approve: a consequential call
+    whose arguments came from untrusted content. ``messages`` is the conversation the run works
+    on, for the policies that judge a call by what led to it; the loop sets it.
     """
 
     run_id: str = field(default_factory=new_run_id)
@@ -41,6 +47,8 @@ class RunContext:
     tool_workers: int = 2
     approvals: ApprovalBroker = field(default_factory=ApprovalBroker)
     allowed: list[str] = field(default_factory=list)
+    attended: bool = False
+    messages: list[Message] = field(default_factory=list)
     _executor: ThreadPoolExecutor | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

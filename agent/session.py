@@ -50,7 +50,7 @@ class Session:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(message.to_wire(), ensure_ascii=False) + "\n"
+        line = json.dumps(message.to_record(), ensure_ascii=False) + "\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             _ensure_line_start(fd, self.path)

@@ -17,6 +17,7 @@ from pydantic import ValidationError, create_model
 
 from agent.errors import ToolError
 from agent.messages import FunctionSpec, ToolSpec
+from agent.provenance import Provenance
 
 
 @dataclass(slots=True, frozen=True)
@@ -36,11 +37,20 @@ class ToolResult:
 
     content: tuple[ContentPart, ...]
     is_error: bool = False
+    # Where the content came from (a mail's sender, a server); None: the tool's own words.
+    provenance: Provenance | None = None
 
     @classmethod
-    def text(cls, text: str, *, is_error: bool = False, untrusted: bool = False) -> ToolResult:
+    def text(
+        cls,
+        text: str,
+        *,
+        is_error: bool = False,
+        untrusted: bool = False,
+        provenance: Provenance | None = None,
+    ) -> ToolResult:
         """A result of one text part."""
-        return cls((ContentPart(text, untrusted=untrusted),), is_error)
+        return cls((ContentPart(text, untrusted=untrusted),), is_error, provenance)
 
     def render(self) -> str:
         """The observation text the model reads; untrusted parts are fenced and labelled."""
@@ -58,7 +68,13 @@ class ToolResult:
     def map_text(self, fn: Callable[[str], str]) -> ToolResult:
         """The same result with ``fn`` applied to every part's text (e.g. redaction)."""
         parts = tuple(ContentPart(fn(p.text), p.type, p.untrusted) for p in self.content)
-        return ToolResult(parts, self.is_error)
+        return ToolResult(parts, self.is_error, self.provenance)
+
+    def labelled(self, declared: Provenance) -> Provenance:
+        """The label the result's message carries: its own provenance, else what the tool
+        declared; untrusted if any part is, whatever either says."""
+        label = self.provenance or declared
+        return label.untrusted() if any(p.untrusted for p in self.content) else label
 
 
 def observation(result: ToolResult) -> tuple[bool, str]:

@@ -66,7 +66,7 @@ class TraceWriter:
                 "prompt": prompt,
                 "backend": backend,
                 "model": model,
-                "messages": [m.to_wire() for m in messages],
+                "messages": [m.to_record() for m in messages],
                 "tools": [t.to_wire() for t in tools],
                 **(extra or {}),
             }

@@ -1,9 +1,10 @@
 """What the sandbox adds to one shell call and to one files call, side by side.
 
 Usage: PYTHONPATH=. python bench/sandbox_overhead.py [--runs 50] [--files 200]
-Each row runs ``bash -c true`` (the shell tool's shape) ``--runs`` times after a warm-up and
-prints the median and 90th percentile wall time per call, and the CPU time per call (this
-process and its children), each also as the difference to a bare ``subprocess.run``.
+Each row runs ``bash -c true`` (the shell tool's shape; with declared hosts, behind the
+egress proxy; in a skill's view, with only its programs and read paths) ``--runs`` times after a
+warm-up and prints the median and 90th percentile wall time per call, and the CPU time per
+call (this process and its children), each also as the difference to a bare ``subprocess.run``.
 The workspace holds ``--files`` small files in a git repository, so the per-call walks
 (git metadata, and as root the workspace grant) have something to walk. As root, the
 bubblewrap rows are measured twice: with a root-owned workspace (a per-call ACL grant and
@@ -87,10 +88,16 @@ def main() -> None:
         bwrap = SandboxRunner(SandboxSettings(), ws)
         bwrap.check()
         off = SandboxRunner(SandboxSettings(backend="off"), ws)
+        # A skill that declares hosts: the filtering proxy and the relay inside the sandbox.
+        hosts = SandboxRunner(SandboxSettings(), ws, network=["example.com", "127.0.0.1"])
+        # A skill that declares its programs and read paths: a view of just those.
+        view = SandboxRunner(SandboxSettings(), ws, programs=["cat"], read_paths=["src/**"])
         rows: list[tuple[str, Callable[[], object]]] = [
             ("bare subprocess.run", lambda: subprocess.run(ARGV, cwd=ws, capture_output=True)),
             ("runner, backend off", lambda: off.run(ARGV)),
             ("runner, bubblewrap", lambda: bwrap.run(ARGV)),
+            ("  with declared hosts (egress proxy)", lambda: hosts.run(ARGV)),
+            ("  a skill's program view (bash, cat)", lambda: view.run(ARGV)),
         ]
         if os.geteuid() == 0:
             nobody = pwd.getpwnam("nobody").pw_uid

@@ -106,6 +106,10 @@ def answer_event(event: ApprovalRequested, approver: Approver, context: RunConte
     """
     if isinstance(approver, TerminalApprover):
         answer = approver.choose(event.summary, event.reason, event.suggestion)
+        if event.person_only and answer == "always":
+            answer = "once"  # a data-flow ask is about this call's arguments: no rule to save
+    elif event.person_only:
+        answer = "deny"  # only a person may approve a call steered by untrusted content
     else:
         request = ApprovalRequest(event.call.function.name, "", {}, event.reason, event.suggestion)
         answer = approver.ask(request)

@@ -13,7 +13,7 @@ from agent.loop import AgentLoop
 from agent.run_context import RunContext
 from agent.session import Session
 from agent.terminal_text import set_raw_output
-from cli.approvals import answer_event, choose_approver
+from cli.approvals import TerminalApprover, answer_event, choose_approver
 from cli.config import Settings, load_settings
 from cli.console import SafeConsole
 from cli.render import JsonRenderer, Renderer, TerminalRenderer
@@ -148,7 +148,11 @@ def _drive(
     """Run one task; Ctrl-C stops it cleanly (what was said is already on disk)."""
     final = False
     previous = signal.getsignal(signal.SIGINT)
-    context = RunContext(cancel=loop.cancel, ask_timeout_s=settings.approval_timeout)
+    # Only a person at a terminal attends a run; --yes, --json or no terminal do not.
+    attended = isinstance(approver, TerminalApprover)
+    context = RunContext(
+        cancel=loop.cancel, ask_timeout_s=settings.approval_timeout, attended=attended
+    )
 
     def interrupt(_sig: int, _frame: object) -> None:
         context.stop()

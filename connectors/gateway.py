@@ -280,7 +280,10 @@ class Gateway:
                 self.state.finish(message.key)
                 return
         _close_dangling_calls(chat.session)
-        context = RunContext(ask_timeout_s=self.options.ask_timeout_s, allowed=list(self.always))
+        # The chat's owner answers asks with /approve: a person attends the run.
+        context = RunContext(
+            ask_timeout_s=self.options.ask_timeout_s, allowed=list(self.always), attended=True
+        )
         session = chat.session
         turn = Turn(
             connector,

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from sandbox.flow import FlowPolicy
 from sandbox.rules import Kind, Rule, RuleTarget, parse_rule, tool_matches
-from sandbox.settings import SandboxSettings
+from sandbox.settings import FlowSettings, SandboxSettings
 
 Action = Literal["allow", "ask", "deny"]
 
@@ -36,6 +37,8 @@ class Policy:
     workspace: Path
     mode: str = "workspace-write"
     rules: list[Rule] = field(default_factory=list)
+    # Beside the rules: which calls are consequential, checked against what the run has read.
+    flow: FlowPolicy = field(default_factory=lambda: FlowPolicy.from_settings(FlowSettings()))
 
     @classmethod
     def from_settings(
@@ -45,7 +48,7 @@ class Policy:
         defaults: Iterable[tuple[Kind, str, str]] = (),
     ) -> Policy:
         """User rules from ``[sandbox]`` first, then ``defaults``: ``(kind, rule, source)``."""
-        policy = cls(workspace, settings.mode)
+        policy = cls(workspace, settings.mode, flow=FlowPolicy.from_settings(settings.dataflow))
         for kind, user in (
             ("deny", settings.deny),
             ("ask", settings.ask),

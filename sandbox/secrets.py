@@ -169,6 +169,10 @@ class Redactor:
             return text
         return self._pattern.sub(REDACTED, text)
 
+    def finds(self, text: str) -> bool:
+        """Whether ``text`` carries a known secret (or its base64 or hex form)."""
+        return self._pattern is not None and bool(text) and self._pattern.search(text) is not None
+
     def redact_obj(self, value: Any) -> Any:
         """The same for every string in a JSON-like value."""
         if isinstance(value, str):

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sandbox.flow import FlowSettings
+
 Mode = Literal["read-only", "workspace-write", "full-access"]
 Backend = Literal["bwrap", "off"]
 
@@ -65,3 +67,5 @@ class SandboxSettings(BaseModel):
     env_allowlist: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOWLIST))
     # The unprivileged uid a command runs as when clawloop itself runs as root.
     sandbox_uid: int = Field(default=65534, gt=0)
+    # The data-flow gate and the tripwires (sandbox/flow.py).
+    dataflow: FlowSettings = Field(default_factory=FlowSettings)

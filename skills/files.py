@@ -18,7 +18,9 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from agent.errors import ToolError
-from agent.tools import Tool, function_tool
+from agent.provenance import Provenance
+from agent.tools import Tool, ToolResult, function_tool
+from sandbox.flow import untrusted_path
 from sandbox.paths import PathResolver
 from sandbox.rules import Effect, PathSubject
 from sandbox.safewalk import Walk
@@ -54,6 +56,13 @@ def _write_text(paths: PathResolver, resolved: Path, content: str) -> None:
         fh.write(content)
 
 
+def file_provenance(context: SkillContext, relative: str) -> Provenance:
+    """A workspace file is the user's own and trusted, unless it lies under one of the
+    ``untrusted_paths`` of ``[sandbox.dataflow]`` (downloads, by default)."""
+    untrusted = untrusted_path(relative, context.settings.dataflow.untrusted_paths)
+    return Provenance.workspace(relative, trusted=not untrusted)
+
+
 def compile_pattern(pattern: str) -> Any:
     """A linear-time (RE2) regular expression, or :class:`ToolError` saying what is wrong."""
     try:
@@ -79,7 +88,7 @@ def make_files_tools(context: SkillContext) -> list[Tool]:
         path: PathArg,
         offset: Annotated[int, Field(ge=1, description="first line to read (1-based)")] = 1,
         limit: Annotated[int, Field(ge=1, le=10_000, description="lines to read")] = 2000,
-    ) -> str:
+    ) -> ToolResult:
         """Read a text file from the workspace, optionally a range of lines."""
         resolved = paths.resolve(path)
         if resolved.is_dir():
@@ -94,7 +103,10 @@ def make_files_tools(context: SkillContext) -> list[Tool]:
         end = offset - 1 + len(chosen)
         if offset > 1 or end < len(lines):
             note += f"\n[lines {offset}-{end} of {len(lines)}; use offset to read more]"
-        return text + note if text or note else "(empty file)"
+        return ToolResult.text(
+            text + note if text or note else "(empty file)",
+            provenance=file_provenance(context, paths.relative(resolved)),
+        )
 
     def files_write(
         path: PathArg, content: Annotated[str, Field(description="the whole file")]
@@ -185,7 +197,7 @@ def make_files_tools(context: SkillContext) -> list[Tool]:
                         return "\n".join(matches) + f"\n[stopped at {MAX_MATCHES} matches]"
         return "\n".join(matches) if matches else "no matches"
 
-    def target(fn: Callable[..., str], rule: str, effect: Effect) -> Tool:
+    def target(fn: Callable[..., Any], rule: str, effect: Effect) -> Tool:
         return with_rule(function_tool(fn), rule, effect, PathSubject("path"))
 
     return [

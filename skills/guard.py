@@ -20,9 +20,11 @@ from typing import Any, Protocol
 
 from agent.approvals import Answer, Gate, Verdict
 from agent.errors import ToolError
+from agent.provenance import Provenance
 from agent.run_context import RunContext
 from agent.tools import Tool, ToolResult
 from sandbox.audit import AuditEntry, AuditLog
+from sandbox.flow import FlowVerdict
 from sandbox.policy import Decision, Policy
 from sandbox.rules import Effect, RuleTarget, Subject, parse_rule
 from sandbox.secrets import Redactor
@@ -68,12 +70,16 @@ class ToolWrapper:
     description: str = field(init=False)
     parameters: dict[str, Any] = field(init=False)
     source: str = field(init=False)
+    # How results are labelled when they carry no provenance of their own (agent/provenance).
+    provenance: Provenance | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.name = self.inner.name
         self.description = self.inner.description
         self.parameters = self.inner.parameters
         self.source = str(getattr(self.inner, "source", "builtin"))
+        declared = getattr(self.inner, "provenance", None)
+        self.provenance = declared if isinstance(declared, Provenance) else None
 
     def call(self, arguments: dict[str, Any]) -> ToolResult:
         return self.inner.call(arguments)
@@ -84,17 +90,28 @@ class RuledTool(ToolWrapper):
     """A tool together with the name and argument mapping permission rules use for it."""
 
     rule_target: RuleTarget
+    label: Provenance | None = None
+
+    def __post_init__(self) -> None:
+        ToolWrapper.__post_init__(self)  # (slots: no zero-argument super())
+        if self.label is not None:
+            self.provenance = self.label
 
 
 def with_rule(
-    tool: Tool, name: str, effect: Effect = "other", subject: Subject | None = None
+    tool: Tool,
+    name: str,
+    effect: Effect = "other",
+    subject: Subject | None = None,
+    provenance: Provenance | None = None,
 ) -> RuledTool:
     """Declare how rules name ``tool``: ``with_rule(t, "mail.send", subject=ValueSubject("to"))``.
 
     ``effect`` picks the default when no rule matches: "read" and "write" are allowed (writes
-    not in read-only mode), "exec" and "other" ask.
+    not in read-only mode), "exec" and "other" ask. ``provenance`` labels its results when
+    they carry no label of their own (mail is untrusted: ``Provenance(kind="mail", ...)``).
     """
-    return RuledTool(tool, RuleTarget(name, effect, subject))
+    return RuledTool(tool, RuleTarget(name, effect, subject), provenance)
 
 
 def rule_target(tool: Tool) -> RuleTarget:
@@ -118,11 +135,22 @@ class GuardedTool(ToolWrapper):
     save_rule: Callable[[str], object] | None = None
     # Calls made outside a run (``agent tools call``) get an overlay of their own.
     outside_run: RunContext = field(default_factory=RunContext, repr=False)
+    # Overrides the inner tool's label: a third-party skill's results are its skill's.
+    label: Provenance | None = None
+
+    def __post_init__(self) -> None:
+        ToolWrapper.__post_init__(self)
+        if self.label is not None:
+            self.provenance = self.label
 
     def call(self, arguments: dict[str, Any]) -> ToolResult:
         began = time.monotonic()
         target = rule_target(self.inner)
         decision = self.decide(arguments, self.outside_run)
+        # Outside a run nothing untrusted has been read; the tripwires still hold.
+        flow = self.flow_check(arguments, self.outside_run)
+        if flow is not None and decision.action != "deny":
+            decision = Decision("deny", None, flow.reason)
         decided_by = self._approve(decision, target, arguments, began)
         return self._run(arguments, decision, decided_by, began)
 
@@ -131,13 +159,22 @@ class GuardedTool(ToolWrapper):
         policy = self.policy
         if context is not None and context.allowed:
             overlay = [parse_rule(text, "allow", "session") for text in context.allowed]
-            policy = Policy(policy.workspace, policy.mode, overlay + policy.rules)
+            policy = Policy(policy.workspace, policy.mode, overlay + policy.rules, policy.flow)
         return policy.decide(rule_target(self.inner), self.name, arguments)
+
+    def flow_check(self, arguments: dict[str, Any], context: RunContext) -> FlowVerdict | None:
+        """The data-flow gate and the tripwires on this call, given what the run has read."""
+        return self.policy.flow.check(
+            rule_target(self.inner), self.name, arguments, context.messages, self.redactor.finds
+        )
 
     def gate(self, arguments: dict[str, Any], context: RunContext) -> Gate:
         """The loop's question: allow, deny, or ask a person (the loop does the asking)."""
         target = rule_target(self.inner)
         decision = self.decide(arguments, context)
+        flow = self.flow_check(arguments, context)
+        if flow is not None and decision.action != "deny":
+            return self._flow_gate(flow, arguments, context)
         request = self._request(decision, target, arguments)
         rule = decision.rule.text if decision.rule is not None else ""
         action, reason = decision.action, decision.reason
@@ -149,6 +186,26 @@ class GuardedTool(ToolWrapper):
             if answer == "always":
                 self._remember(request.rule, context)
         return Gate(action, reason, rule, request.rule, request.describe(), decision)
+
+    def _flow_gate(self, flow: FlowVerdict, arguments: dict[str, Any], context: RunContext) -> Gate:
+        """A tripwire refuses; a data-flow finding asks a person, and only a person: a run
+        nobody attends (``--yes``, a scheduled job, an eval) refuses it, whatever its rules."""
+        summary = self.describe(arguments)
+        if flow.action == "deny":
+            return Gate(
+                "deny", flow.reason, summary=summary, detail=Decision("deny", None, flow.reason)
+            )
+        if not context.attended:
+            reason = f"{flow.reason} (and no one attends this run to approve it)"
+            return Gate("deny", reason, summary=summary, detail=Decision("deny", None, reason))
+        decision = Decision("ask", None, flow.reason)
+        return Gate("ask", flow.reason, summary=summary, detail=decision, person_only=True)
+
+    def describe(self, arguments: dict[str, Any]) -> str:
+        """The call as one line, secrets redacted."""
+        return ApprovalRequest(
+            self.name, "", self.redactor.redact_obj(arguments), "", ""
+        ).describe()
 
     def call_gated(
         self, arguments: dict[str, Any], context: RunContext, verdict: Verdict

@@ -74,6 +74,8 @@ def load_instruction_skill(folder: Path) -> Skill:
     def start(_context: Any) -> list[Tool]:
         return []  # its tools are skill_read and skill_run, shared by every instruction skill
 
+    own = metadata.get("clawloop")
+    own = own if isinstance(own, dict) else {}
     return Skill(
         name=name.strip(),
         start=start,
@@ -83,6 +85,7 @@ def load_instruction_skill(folder: Path) -> Skill:
         requires=requires,
         path=folder,
         metadata=metadata,
+        output_trusted=own.get("trusted_output") is True,
     )
 
 

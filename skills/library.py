@@ -15,6 +15,7 @@ from typing import Annotated
 from pydantic import Field
 
 from agent.errors import ToolError
+from agent.provenance import Provenance
 from agent.tools import Tool, ToolResult, function_tool
 from sandbox.rules import ValueSubject
 from skills.context import SkillContext
@@ -70,7 +71,7 @@ def make_library_tools(
         skill: Annotated[str, Field(description="the skill's name")],
         script: Annotated[str, Field(description="a file under scripts/, e.g. scripts/run.sh")],
         args: Annotated[list[str], Field(description="arguments for the script")] = [],  # noqa: B006
-    ) -> str:
+    ) -> ToolResult:
         """Run one of a skill's scripts in the sandbox, held to the skill's permissions."""
         found = find(skill)
         if not script.startswith("scripts/"):
@@ -79,7 +80,9 @@ def make_library_tools(
         argv = script_argv(path, list(args))
         assert found.permissions is not None  # instruction skills always carry a manifest
         scoped = scoped_context(context, found.name, found.permissions)
-        return format_result(scoped.runner.run(argv))
+        # What a third-party program prints is its author's words, unless the manifest vouches.
+        label = Provenance(kind="skill", origin=found.name, trusted=found.output_trusted)
+        return ToolResult.text(format_result(scoped.runner.run(argv)), provenance=label)
 
     read = function_tool(skill_read)
     run = function_tool(skill_run)

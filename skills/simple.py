@@ -16,17 +16,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import PurePosixPath
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from agent.errors import ToolError
-from agent.tools import Tool, function_tool
+from agent.tools import Tool, ToolResult, function_tool
 from sandbox.rules import Effect, PathSubject, Subject
 from sandbox.runner import CommandResult
 from sandbox.safewalk import Walk
 from skills.context import SkillContext
-from skills.files import MAX_CALL_SECONDS, MAX_WALK, _read_text, _write_text
+from skills.files import MAX_CALL_SECONDS, MAX_WALK, _read_text, _write_text, file_provenance
 from skills.guard import with_rule
 from skills.simple_command import make_command_tool
 
@@ -86,13 +86,14 @@ def make_simple_tools(context: SkillContext) -> list[Tool]:
             raise ToolError(f"{path} is not a file")
         return f"{path} has {resolved.stat().st_size} bytes."
 
-    def read_file(path: FileArg) -> str:
+    def read_file(path: FileArg) -> ToolResult:
         """Read a file and show its text: what it says, its contents, a value or setting in a
         config, settings, JSON, YAML, TOML, INI or .env file."""
         text = text_of(path)
         if len(text) > MAX_SHOWN:
             text = text[:MAX_SHOWN] + f"\n[cut: the file has {len(text)} characters]"
-        return text if text.strip() else f"{path} is empty."
+        shown = text if text.strip() else f"{path} is empty."
+        return ToolResult.text(shown, provenance=file_provenance(context, path))
 
     def list_files(folder: FolderArg = ".") -> str:
         """List the files in a folder or directory: what files are here, which files there are."""
@@ -209,10 +210,10 @@ def make_simple_tools(context: SkillContext) -> list[Tool]:
         a greeting, a thanks or a general question."""
         return text
 
-    def ruled(fn: Callable[..., str], rule: str, effect: Effect, subject: Subject | None) -> Tool:
+    def ruled(fn: Callable[..., Any], rule: str, effect: Effect, subject: Subject | None) -> Tool:
         return with_rule(function_tool(fn), rule, effect, subject)
 
-    def read(fn: Callable[..., str]) -> Tool:
+    def read(fn: Callable[..., Any]) -> Tool:
         return ruled(fn, "files.read", "read", PathSubject("path"))
 
     def write(fn: Callable[..., str], arg: str = "path") -> Tool:

@@ -94,6 +94,11 @@ class Skill:
     by_default: bool = True  # enabled when the config names no skills
     source: str = "builtin"  # set by the registry: "builtin", "plugin DIST", "folder PATH", ...
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Whether its tools' results may steer the agent. Off for every skill that is not built in,
+    # unless its manifest says so (``trusted_output``): its results are a stranger's words.
+    output_trusted: bool = False
+    # Its own consequential tools: ``{"TOOL": ["ARG", ...]}`` (see sandbox/flow.py).
+    consequential: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def trusted(self) -> bool:

@@ -16,10 +16,11 @@ from pathlib import Path
 import pluggy
 
 from agent.errors import UserError
+from agent.provenance import Provenance
 from agent.tools import Refine, Tool, Toolbox
 from skills.context import SkillContext
 from skills.default_rules import as_policy_rules
-from skills.guard import Approver, GuardedTool
+from skills.guard import Approver, GuardedTool, rule_target
 from skills.library import catalog_text, make_library_tools
 from skills.lock import LockFile
 from skills.permissions import scoped_context
@@ -111,6 +112,7 @@ class SkillSet:
                 made = skill.start(context)
                 started.append(skill)
                 self.context.policy.merge_defaults(as_policy_rules(skill.name, skill.rules))
+                _declare_consequences(self.context, skill, made)
                 tools += [(_sourced(t, skill), skill) for t in made]
             instruction = {n: s for n, s in skills.items() if s.instructions is not None}
             if instruction:
@@ -144,6 +146,17 @@ def _close_all(skills: Iterable[Skill]) -> None:
         if skill.close is not None:
             with contextlib.suppress(Exception):
                 skill.close()
+
+
+def _declare_consequences(context: SkillContext, skill: Skill, tools: list[Tool]) -> None:
+    """A skill's manifest names its consequential tools; every tool of a skill that may reach
+    the network is consequential and outbound, all its arguments checked word by word."""
+    flow = context.policy.flow
+    for name, arguments in skill.consequential.items():
+        flow.add(name, dict.fromkeys(arguments, "words"))
+    if skill.permissions is not None and skill.permissions.network:
+        for tool in tools:
+            flow.add(rule_target(tool).name, {"*": "words"}, outbound=True)
 
 
 def _sourced(tool: Tool, skill: Skill) -> Tool:
@@ -200,9 +213,21 @@ def guard(
     """Every tool of ``skillset`` behind the policy, approvals, redaction and audit."""
     c = skillset.context
     return [
-        GuardedTool(t, c.policy, approver, c.audit, c.redactor, save_rule)
-        for t, _ in skillset.tools
+        GuardedTool(
+            t, c.policy, approver, c.audit, c.redactor, save_rule, label=output_label(t, skill)
+        )
+        for t, skill in skillset.tools
     ]
+
+
+def output_label(tool: Tool, skill: Skill) -> Provenance | None:
+    """How a skill's results are labelled: a built-in's tools label their own; any other
+    skill's results are untrusted unless its manifest says its output is trusted. A label the
+    tool declares itself (an MCP server's) is kept."""
+    declared = getattr(tool, "provenance", None)
+    if skill.trusted or isinstance(declared, Provenance):
+        return None
+    return Provenance(kind="skill", origin=skill.name, trusted=skill.output_trusted)
 
 
 def build_toolbox(

@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import Field
 
 from agent.errors import ToolError, UserError
+from agent.provenance import Provenance
 from agent.tools import ContentPart, Tool, ToolResult, function_tool
 from sandbox.rules import ValueSubject
 from skills.context import SkillContext
@@ -102,7 +103,7 @@ def make_mail_tools(context: SkillContext) -> list[Tool]:
             imap.select(client, folder)
             uids = imap.search(client, keys)
             chosen = list(reversed(uids))[:limit]
-            lines = []
+            lines, senders = [], []
             for uid in chosen:
                 items = imap.fetch(
                     client, uid, "(FLAGS BODY.PEEK[HEADER.FIELDS (FROM DATE SUBJECT)])"
@@ -110,6 +111,7 @@ def make_mail_tools(context: SkillContext) -> list[Tool]:
                 head = message.parse(items[0][1]) if items else message.parse(b"")
                 flags = items[0][0].decode("ascii", "replace") if items else ""
                 unread = "" if "\\Seen" in flags else " [unread]"
+                senders.append(message.header(head, "From"))
                 lines.append(
                     f"{imap.MessageId(folder, uid)} | {message.header(head, 'Date')} | "
                     f"{message.header(head, 'From')} | {message.header(head, 'Subject')}{unread}"
@@ -122,7 +124,8 @@ def make_mail_tools(context: SkillContext) -> list[Tool]:
             (
                 ContentPart(f"{len(uids)} messages match{more} (id | date | from | subject):"),
                 ContentPart(listing, untrusted=True),
-            )
+            ),
+            provenance=Provenance.mail(", ".join(dict.fromkeys(senders))),
         )
 
     def mail_read(
@@ -143,11 +146,13 @@ def make_mail_tools(context: SkillContext) -> list[Tool]:
             return "\n".join(imap.list_folders(client)) or "(no folders)"
 
     send = function_tool(mail_send)
+    # A mailbox is written by strangers: even an error may quote a sender's words.
+    read = Provenance(kind="mail", trusted=False)
     return [
         with_rule(send, "mail.send", "other", ValueSubject("to")),
-        with_rule(function_tool(mail_search), "mail.search", "read"),
-        with_rule(function_tool(mail_read), "mail.read", "read"),
-        with_rule(function_tool(mail_list_folders), "mail.folders", "read"),
+        with_rule(function_tool(mail_search), "mail.search", "read", provenance=read),
+        with_rule(function_tool(mail_read), "mail.read", "read", provenance=read),
+        with_rule(function_tool(mail_list_folders), "mail.folders", "read", provenance=read),
     ]
 
 
@@ -166,7 +171,8 @@ def render(msg: EmailMessage, id: str) -> ToolResult:
             ContentPart(head, untrusted=True),
             ContentPart(message.text_body(msg), untrusted=True),
             ContentPart(tail),
-        )
+        ),
+        provenance=Provenance.mail(message.header(msg, "From")),
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from agent.provenance import Provenance
 from agent.tools import ContentPart, Tool, ToolResult
 from sandbox.rules import RuleTarget
 from sandbox.runner import SandboxRunner
@@ -30,15 +31,17 @@ class McpTool:
     connection: McpConnection = field(repr=False)
     rule_target: RuleTarget = field(default_factory=lambda: RuleTarget("mcp"))
     source: str = "mcp"
+    # What a server returns is outside the user's control, like a web page.
+    provenance: Provenance = field(default_factory=lambda: Provenance.mcp(""))
 
     def call(self, arguments: dict[str, Any]) -> ToolResult:
         result = self.connection.call(self.remote, arguments)
         parts = tuple(_part(block) for block in result.content)
         if not parts and result.structured_content is not None:
             parts = (ContentPart(json.dumps(result.structured_content)),)
-        # What a server returns is outside the user's control, like a web page.
         parts = tuple(ContentPart(p.text, p.type, untrusted=True) for p in parts)
-        return ToolResult(parts or (ContentPart("(no content)"),), bool(result.is_error))
+        content = parts or (ContentPart("(no content)"),)
+        return ToolResult(content, bool(result.is_error), self.provenance)
 
 
 def _part(block: Any) -> ContentPart:
@@ -78,6 +81,7 @@ def mcp_skill(name: str, server: McpServer) -> Skill:
                     remote=remote.name,
                     connection=connection,
                     rule_target=RuleTarget(f"mcp.{name}.{remote.name}", "other"),
+                    provenance=Provenance.mcp(name),
                 )
             )
         return tools

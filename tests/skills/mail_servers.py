@@ -8,6 +8,7 @@ the mail skill can be found again over IMAP.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import pwd
@@ -130,6 +131,14 @@ service imap-login {{
 def dovecot() -> Iterator[Dovecot]:
     if shutil.which("dovecot") is None or not Path(LDA).exists():
         pytest.fail("Dovecot is not installed: apt-get install -y dovecot-imapd")
+    with running_dovecot() as server:
+        yield server
+
+
+@contextlib.contextmanager
+def running_dovecot() -> Iterator[Dovecot]:
+    """A Dovecot for alice on loopback, stopped and removed on exit (the fixture's, and the
+    injection benchmark's)."""
     root = Path(tempfile.mkdtemp(prefix="clawloop-dovecot-"))
     os.chmod(root, 0o755)  # the mail user (nobody) must reach its Maildir
     cert, key = make_certificate(root)
