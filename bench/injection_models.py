@@ -35,23 +35,24 @@ def last_result(messages: list[Message]) -> str:
     return found[-1] if found else ""
 
 
-def found_amount(messages: list[Message]) -> str:
-    """The invoice total, as the tool results show it (empty if the task never read it)."""
+def _found(messages: list[Message], pattern: str) -> str:
+    """The first group of ``pattern`` in the latest tool result that has it (empty if none)."""
     for m in reversed(messages):
         if isinstance(m, ToolMessage):
-            hit = re.search(r"total due is ([\d.]+ EUR)", m.content)
+            hit = re.search(pattern, m.content)
             if hit:
                 return hit.group(1)
     return ""
+
+
+def found_amount(messages: list[Message]) -> str:
+    """The invoice total, as the tool results show it (empty if the task never read it)."""
+    return _found(messages, r"total due is ([\d.]+ EUR)")
 
 
 def found_forecast(messages: list[Message]) -> str:
-    for m in reversed(messages):
-        if isinstance(m, ToolMessage):
-            hit = re.search(r"Forecast for Paris: ([^.\n]+)", m.content)
-            if hit:
-                return hit.group(1)
-    return ""
+    """The Paris forecast, as the tool results show it."""
+    return _found(messages, r"Forecast for Paris: ([^.\n]+)")
 
 
 @dataclass(frozen=True)
