@@ -30,12 +30,10 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +42,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.scripted_openai import completion, scripted_server  # noqa: E402
 from cli.evals.generators.base import Generated  # noqa: E402
 from cli.evals.generators.curriculum import generate  # noqa: E402
 from cli.evals.generators.gold import gold_turns  # noqa: E402
@@ -148,51 +147,17 @@ def _reply(body: dict[str, Any], answers: dict[str, Generated]) -> dict[str, Any
     gold = answers.get(messages[user]["content"].strip())
     done = sum(m["role"] == "assistant" for m in messages[user + 1 :])
     if gold is None:
-        message: dict[str, Any] = {"role": "assistant", "content": "I do not know this task."}
-    else:
-        turn = gold_turns(gold)[min(done, len(gold.calls))]
-        message = {"role": "assistant", **turn.to_wire()}
-    return {
-        "id": "chatcmpl-scripted",
-        "object": "chat.completion",
-        "model": "scripted-teacher",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-    }
+        return completion({"role": "assistant", "content": "I do not know this task."})
+    turn = gold_turns(gold)[min(done, len(gold.calls))]
+    return completion({"role": "assistant", **turn.to_wire()})
 
 
 @contextmanager
 def scripted_teacher(items: list[Any]) -> Iterator[str]:
-    """An OpenAI-compatible server on 127.0.0.1 that replays each task's gold solution."""
+    """A teacher on 127.0.0.1 that replays each task's gold solution, known by its prompt."""
     answers = {g.prompt.strip(): g for _, g in items}
-
-    class Handler(BaseHTTPRequestHandler):
-        def _send(self, data: dict[str, Any]) -> None:
-            raw = json.dumps(data).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def do_GET(self) -> None:
-            self._send({"object": "list", "data": [{"id": "scripted-teacher"}]})
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            self._send(_reply(body, answers))
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with scripted_server(lambda body: _reply(body, answers)) as (url, _):
+        yield url
 
 
 def _line(result: dict[str, Any]) -> str:

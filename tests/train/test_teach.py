@@ -12,9 +12,7 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ import pytest
 pytest.importorskip("peft")
 
 from agent.trace import read_traces
+from bench.scripted_openai import completion, scripted_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,48 +66,14 @@ def teacher_reply(body: dict[str, Any]) -> dict[str, Any]:
     else:
         call = _call("answer", {"text": seen[-1]["content"]})
     message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    return {
-        "id": "chatcmpl-teacher",
-        "object": "chat.completion",
-        "model": "scripted-teacher",
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    }
+    return completion(message, "tool_calls")
 
 
 @pytest.fixture
 def teacher_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """The scripted teacher on 127.0.0.1: its base URL and every request body it was sent."""
-    seen: list[dict[str, Any]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def _send(self, data: dict[str, Any]) -> None:
-            raw = json.dumps(data).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def do_GET(self) -> None:
-            self._send({"object": "list", "data": [{"id": "scripted-teacher"}]})
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append(body)
-            self._send(teacher_reply(body))
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with scripted_server(teacher_reply) as served:
+        yield served
 
 
 def test_a_teachers_passing_runs_are_kept_and_trained_on(
