@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.errors import UserError
+from sandbox.relay_build import CompiledRelay, compiled_relay
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 INSTALL_HINT = (
@@ -38,8 +39,10 @@ EMPTY_DIRS = ("/home", "/root", "/run", "/var", "/mnt", "/srv")
 SHM_SIZE_MB = 64
 KEY_LISTS = ("/proc/keys", "/proc/key-users")
 _MB = 1024 * 1024
-# Where the proxy's socket appears inside, and the port the relay listens on there.
+# Where the proxy's socket appears inside, the compiled relay beside it, and the port the
+# relay listens on there.
 PROXY_SOCKET = "/run/clawloop/proxy.sock"
+RELAY_BINARY = "/run/clawloop/relay"
 RELAY_PORT = 3128
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY")
 
@@ -79,22 +82,26 @@ def bwrap_path() -> str:
 
 
 def relay_python() -> str:
-    """A python3 inside the sandbox's view, for the network relay, or :class:`UserError`."""
+    """A python3 inside the sandbox's view, for relay.py, or :class:`UserError`."""
     found = shutil.which("python3", path=SAFE_PATH)
     real = os.path.realpath(found) if found else ""
     if not found or not any(_inside(Path(real), Path(p)) for p in SYSTEM_PATHS):
         raise UserError(
-            "network hosts need python3 in the system folders for the sandbox's network relay "
-            "(apt-get install python3); without it a command gets no network at all"
+            "network hosts need the sandbox's network relay: a C compiler to build relay.c "
+            "(apt-get install gcc libc6-dev), or python3 in the system folders to run relay.py "
+            "(apt-get install python3); without either a command gets no network at all"
         )
     return found
 
 
-def relay_argv(python: str) -> list[str]:
-    """``python3 -I -S -c RELAY SOCKET PORT``: the relay (no site, no PYTHON* variables), which
-    then becomes the command after it."""
+def relay_argv(relay: CompiledRelay | None) -> list[str]:
+    """The relay's command line, which then becomes the command after it: the compiled relay
+    (bound at :data:`RELAY_BINARY`), else ``python3 -I -S -c RELAY`` (no site, no PYTHON*
+    variables), each followed by ``SOCKET PORT``."""
+    if relay is not None:
+        return [RELAY_BINARY, PROXY_SOCKET, str(RELAY_PORT)]
     source = (Path(__file__).with_name("relay.py")).read_text(encoding="utf-8")
-    return [python, "-I", "-S", "-c", source, PROXY_SOCKET, str(RELAY_PORT)]
+    return [relay_python(), "-I", "-S", "-c", source, PROXY_SOCKET, str(RELAY_PORT)]
 
 
 def _system_view(programs: list[str] | None = None) -> list[str]:
@@ -155,10 +162,11 @@ def bwrap_args(
             args += ["--size", "4096", "--perms", "0555", "--tmpfs", str(path)]
     env = dict(plan.env)
     if plan.proxy_socket is not None:
-        args += _proxy_mounts(plan.proxy_socket)
+        relay = compiled_relay()
+        args += _proxy_mounts(plan.proxy_socket, relay)
         url = f"http://127.0.0.1:{RELAY_PORT}"
         env.update(dict.fromkeys(PROXY_VARIABLES, url), ALL_PROXY=url, no_proxy="", NO_PROXY="")
-        argv = [*relay_argv(relay_python()), *argv]
+        argv = [*relay_argv(relay), *argv]
     if plan.mode != "full-access":
         args += ["--remount-ro", "/"]
     if plan.seccomp_fd is not None:
@@ -211,10 +219,14 @@ def _shown(path: Path, plan: MountPlan) -> bool:
     return any(_inside(path, part) for part in parts)
 
 
-def _proxy_mounts(socket_path: Path) -> list[str]:
-    """The proxy's socket at :data:`PROXY_SOCKET`, in a folder any uid can search."""
+def _proxy_mounts(socket_path: Path, relay: CompiledRelay | None) -> list[str]:
+    """The proxy's socket at :data:`PROXY_SOCKET`, in a folder any uid can search, and the
+    compiled relay read-only beside it (its cache folder is hidden from the view)."""
     folder = os.path.dirname(PROXY_SOCKET)
-    return ["--perms", "0755", "--dir", folder, "--ro-bind", str(socket_path), PROXY_SOCKET]
+    args = ["--perms", "0755", "--dir", folder, "--ro-bind", str(socket_path), PROXY_SOCKET]
+    if relay is not None:
+        args += ["--ro-bind", str(relay.path), RELAY_BINARY]
+    return args
 
 
 def _ancestors(workspace: Path) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.errors import UserError
-from sandbox import seccomp
+from sandbox import relay_build, seccomp
 from sandbox.cgroup import find_place
 from sandbox.egress import MAX_CONNECTIONS, POOL_THREADS
 from sandbox.limits import file_size_mb
@@ -57,7 +57,10 @@ def _relay_starts() -> tuple[bool, str]:
         except Exception as exc:  # the report says why instead of failing
             return False, str(exc).splitlines()[0]
     if result.exit_code == 0:
-        return True, "only the declared hosts, through the filtering proxy; nothing else"
+        return True, (
+            "only the declared hosts, through the filtering proxy; nothing else "
+            f"(relay: {relay_build.describe()})"
+        )
     return False, (result.stderr.strip().splitlines() or ["the relay did not start"])[0]
 
 

@@ -143,6 +143,12 @@ def _program(name: str) -> ProgramView | None:
     return view
 
 
+@functools.lru_cache(maxsize=16)
+def linked_libraries(binary: str) -> ProgramView:
+    """The loader and shared libraries ``binary`` needs, without the binary itself."""
+    return _libraries([binary], set())
+
+
 def trace(path: str, links: dict[str, str], depth: int = 0) -> str:
     """The real path of ``path``; every link met on the way is added to ``links``."""
     if depth > _LINK_DEPTH:

@@ -38,7 +38,8 @@ from sandbox.cgroup import Cgroup, create, find_place
 from sandbox.egress import EgressProxy, parse_host
 from sandbox.grant import Identity, grant, identity_for, revoke
 from sandbox.limits import prlimit_argv, setpriv_argv, ulimit_script
-from sandbox.programs import LAUNCH_SHELLS, program_view
+from sandbox.programs import LAUNCH_SHELLS, linked_libraries, program_view
+from sandbox.relay_build import compiled_relay
 from sandbox.scan import Scan, refuse_new, scan
 from sandbox.seccomp import filter_fd
 from sandbox.secrets import is_secret_name
@@ -326,9 +327,13 @@ class SandboxRunner:
             names.append(argv[0])
         if identity is not None:
             names.append(setpriv_argv(0)[0])
-        if proxy:
+        relay = compiled_relay() if proxy else None
+        if proxy and relay is None:
             names.append(relay_python())
-        return program_view(names).bwrap_args()
+        view = program_view(names)
+        if relay is not None and not relay.static:  # the file itself is bound apart
+            view.add(linked_libraries(str(relay.path)))
+        return view.bwrap_args()
 
     def _hidden(self) -> list[Path]:
         """clawloop's folders and the user's homes that the view would otherwise show."""

@@ -37,6 +37,7 @@ MODULES = [
     "test_sandbox_write_paths.py",
     "test_sandbox_third_pass_a.py",
     "test_sandbox_manifest_view.py",
+    "test_sandbox_relay.py",
 ]
 
 

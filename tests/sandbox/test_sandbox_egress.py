@@ -18,6 +18,7 @@ from sbx_support import Listener, running_listener
 from agent.errors import ToolError, UserError
 from sandbox import bwrap
 from sandbox.egress import EgressProxy, parse_host
+from sandbox.relay_build import RELAY_VARIABLE
 from sandbox.runner import CommandResult, SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 
@@ -132,9 +133,11 @@ def test_host_entries_are_checked() -> None:
 def test_no_python_for_the_relay_is_a_refusal_not_open_network(
     workspace: Path, listener: Listener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # relay.py, as where no C compiler built relay.c; then python3 must be in the view.
+    monkeypatch.setenv(RELAY_VARIABLE, "python")
     monkeypatch.setattr(bwrap, "SAFE_PATH", "/nonexistent")  # where the relay's python is sought
     # The runner's start-up check already meets it: the model is told the command did not run.
-    with pytest.raises(ToolError, match="without it a command gets no network at all"):
+    with pytest.raises(ToolError, match="without either a command gets no network at all"):
         run_with_hosts(
             workspace, [f"127.0.0.1:{listener.port}"], f"curl -s 127.0.0.1:{listener.port}"
         )
