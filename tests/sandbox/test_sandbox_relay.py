@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import relay_build
 from sandbox.relay_build import RELAY_VARIABLE, compiled_relay
 from sandbox.runner import CommandResult, SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
@@ -157,3 +158,27 @@ def test_half_close_and_five_megabytes_both_ways(
     sums = [line.split()[0] for line in result.stdout.splitlines() if "/tmp/" in line]
     assert len(sums) == 2 and sums[0] == sums[1], result.stdout
     assert seen == [sums[0]]  # the server got all of it, and then its end
+
+
+def test_a_dynamically_linked_relay_gets_its_libraries_in_the_view(
+    workspace: Path, http_port: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As on a machine without a static libc: the relay, bound apart from its cache folder,
+    # starts with the loader and libc of the view (curl's too, so this shows that it starts,
+    # not which declaration brought them).
+    compiler = relay_build._compiler()
+    assert compiler is not None
+    binary = tmp_path / "relay-dynamic"
+    assert relay_build._compile(relay_build.SOURCE.read_bytes(), compiler, False, binary)
+    dynamic = relay_build.CompiledRelay(binary, static=False)
+    monkeypatch.setattr(relay_build, "_built", lambda: dynamic)
+    assert compiled_relay() == dynamic
+    result = _run(
+        workspace,
+        [f"127.0.0.1:{http_port}"],
+        f"curl -s -m 10 http://127.0.0.1:{http_port}/dynamic; echo; {_python_shown()}",
+        programs=["curl"],
+    )
+    assert result.exit_code == 0, result.stderr
+    assert f"{GREETING} /dynamic" in result.stdout, result.stdout
+    assert "python:none" in result.stdout, result.stdout
