@@ -1,10 +1,12 @@
 """What the sandbox adds to one shell call and to one files call, side by side.
 
-Usage: PYTHONPATH=. python bench/sandbox_overhead.py [--runs 50] [--files 200]
+Usage: PYTHONPATH=. python bench/sandbox_overhead.py [--runs 50] [--files 200] [--only TEXT]
 Each row runs ``bash -c true`` (the shell tool's shape; with declared hosts, behind the
-egress proxy; in a skill's view, with only its programs and read paths) ``--runs`` times after a
-warm-up and prints the median and 90th percentile wall time per call, and the CPU time per
-call (this process and its children), each also as the difference to a bare ``subprocess.run``.
+egress proxy and the compiled relay, and again with the ``relay.py`` fallback; in a skill's
+view, with only its programs and read paths) ``--runs`` times after a warm-up and prints the
+median and 90th percentile wall time per call, and the CPU time per call (this process and its
+children), each also as the difference to a bare ``subprocess.run``. ``--only`` (repeatable)
+keeps the rows whose name contains one of the texts, and the bare row.
 The workspace holds ``--files`` small files in a git repository, so the per-call walks
 (git metadata, and as root the workspace grant) have something to walk. As root, the
 bubblewrap rows are measured twice: with a root-owned workspace (a per-call ACL grant and
@@ -26,6 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sandbox.relay_build import RELAY_VARIABLE
 from sandbox.runner import SandboxRunner
 from sandbox.settings import SandboxSettings
 from skills.context import SkillContext
@@ -77,10 +80,24 @@ def _workspace(root: Path, files: int, owner: int | None) -> Path:
     return ws
 
 
+def _with_relay_py(runner: SandboxRunner) -> object:
+    """One call with the relay that needs no compiler (``relay.py`` under python3)."""
+    os.environ[RELAY_VARIABLE] = "python"
+    try:
+        return runner.run(ARGV)
+    finally:
+        del os.environ[RELAY_VARIABLE]
+
+
+def _kept(name: str, only: list[str]) -> bool:
+    return name == "bare subprocess.run" or not only or any(t in name for t in only)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--files", type=int, default=200)
+    parser.add_argument("--only", action="append", default=[], help="rows whose name has this")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
@@ -96,7 +113,8 @@ def main() -> None:
             ("bare subprocess.run", lambda: subprocess.run(ARGV, cwd=ws, capture_output=True)),
             ("runner, backend off", lambda: off.run(ARGV)),
             ("runner, bubblewrap", lambda: bwrap.run(ARGV)),
-            ("  with declared hosts (egress proxy)", lambda: hosts.run(ARGV)),
+            ("  with declared hosts (proxy, relay.c)", lambda: hosts.run(ARGV)),
+            ("  with declared hosts, relay.py", lambda: _with_relay_py(hosts)),
             ("  a skill's program view (bash, cat)", lambda: view.run(ARGV)),
         ]
         if os.geteuid() == 0:
@@ -109,7 +127,8 @@ def main() -> None:
             ("files_read tool", lambda: read.call({"path": "README.md"})),
             ("files_search tool", lambda: search.call({"pattern": r"x = 1\d$|project"})),
         ]
-        results = {name: measure(fn, args.runs) for name, fn in rows}
+        kept = [(n, f) for n, f in rows if _kept(n, args.only)]
+        results = {name: measure(fn, args.runs) for name, fn in kept}
     bare, _, bare_cpu = results["bare subprocess.run"]
     load = os.getloadavg()[0]
     head = f"per call ({args.runs} runs, {args.files} files, load {load:.2f})"

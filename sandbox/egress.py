@@ -2,8 +2,9 @@
 
 A command that may reach some hosts still gets a network namespace of its own with nothing but
 loopback in it. The only way out is this proxy, which listens on a Unix socket outside the
-sandbox; the socket is bound into the sandbox and a relay there (:mod:`sandbox.relay`) makes
-it reachable as ``127.0.0.1:3128``, named by ``http_proxy`` / ``https_proxy`` / ``all_proxy``.
+sandbox; the socket is bound into the sandbox and a relay there (``relay.c``, built by
+:mod:`sandbox.relay_build`, or :mod:`sandbox.relay` where it cannot be) makes it reachable
+as ``127.0.0.1:3128``, named by ``http_proxy`` / ``https_proxy`` / ``all_proxy``.
 A program that ignores those variables reaches nothing: there is no route out.
 
 The proxy serves ``CONNECT host:port`` (HTTPS and anything tunnelled) and plain HTTP requests

@@ -1,6 +1,8 @@
 """The relay inside the sandbox: ``127.0.0.1:PORT`` to the proxy's Unix socket, then the command.
 
-Run as ``python3 -I -S -c SOURCE SOCKET PORT ARGV...`` (this file's text; it imports nothing of
+The fallback for ``relay.c`` (:mod:`sandbox.relay_build`), where no C compiler builds it: the
+same contract, at the cost of a python3 start-up per command and python3 in the view. Run as
+``python3 -I -S -c SOURCE SOCKET PORT ARGV...`` (this file's text; it imports nothing of
 clawloop, whose code is not in the sandbox's view). It binds the port before the command
 starts, so the first request never races it, moves the relay into a grandchild that holds
 none of the command's output pipes, and then becomes the command. The relay dies with the
