@@ -59,7 +59,7 @@ def _relay_starts() -> tuple[bool, str]:
     if result.exit_code == 0:
         return True, (
             "only the declared hosts, through the filtering proxy; nothing else "
-            f"(relay: {relay_build.describe()})"
+            f"(the relay: {relay_build.describe()})"
         )
     return False, (result.stderr.strip().splitlines() or ["the relay did not start"])[0]
 

@@ -53,12 +53,12 @@ def compiled_relay() -> CompiledRelay | None:
 def describe() -> str:
     """Which relay a command with declared hosts gets here, in words (for ``agent doctor``)."""
     if os.environ.get(RELAY_VARIABLE, "").strip().lower() == "python":
-        return f"relay.py under python3 ({RELAY_VARIABLE}=python)"
+        return f"relay.py under python3, as {RELAY_VARIABLE}=python chooses"
     found = compiled_relay()
     if found is None:
-        return "relay.py under python3 (no C compiler built relay.c)"
-    linked = "static" if found.static else "dynamic, with its libraries in the view"
-    return f"relay.c compiled ({linked}): {found.path}"
+        return "relay.py under python3, since no C compiler built relay.c"
+    linked = "statically linked" if found.static else "linked to the view's libc"
+    return f"relay.c, {linked}, at {found.path}"
 
 
 @functools.cache

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import relay_build
+from sandbox.doctor import checks
 from sandbox.relay_build import RELAY_VARIABLE, compiled_relay
 from sandbox.runner import CommandResult, SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
@@ -182,3 +183,11 @@ def test_a_dynamically_linked_relay_gets_its_libraries_in_the_view(
     assert result.exit_code == 0, result.stderr
     assert f"{GREETING} /dynamic" in result.stdout, result.stdout
     assert "python:none" in result.stdout, result.stdout
+
+
+def test_doctor_says_which_relay_is_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    hosts = next(c for c in checks() if c.name == "a skill's hosts")
+    assert hosts.holds and "relay.c, " in hosts.detail, hosts.detail
+    monkeypatch.setenv(RELAY_VARIABLE, "python")
+    hosts = next(c for c in checks() if c.name == "a skill's hosts")
+    assert hosts.holds and "relay.py under python3" in hosts.detail, hosts.detail
