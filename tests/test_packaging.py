@@ -54,6 +54,12 @@ def test_prompts_ship_inside_the_wheel(wheel: Path) -> None:
         assert "agent/prompts/default.md" in zf.namelist()
 
 
+def test_the_sandbox_relay_source_ships_inside_the_wheel(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    assert {"sandbox/relay.c", "sandbox/relay.py"} <= names  # built on first use, its fallback
+
+
 def test_the_shipped_adapter_ships_inside_the_wheel(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
