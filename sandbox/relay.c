@@ -73,17 +73,21 @@ static void detach(int listener) {
         for (int fd = 0; fd < 3; fd++) dup2(null, fd);
         if (null > 2) close(null);
     }
-    DIR *dir = opendir("/proc/self/fd");
-    if (dir == NULL) return;
-    int own = dirfd(dir);
-    struct dirent *entry;
-    int found[256], n = 0;
-    while ((entry = readdir(dir)) != NULL && n < 256) {
-        int fd = atoi(entry->d_name);
-        if (entry->d_name[0] != '.' && fd > 2 && fd != listener && fd != own) found[n++] = fd;
-    }
-    closedir(dir);
-    for (int i = 0; i < n; i++) close(found[i]);
+    int n;
+    do {  /* a batch at a time: closing while reading the folder would skip entries */
+        DIR *dir = opendir("/proc/self/fd");
+        if (dir == NULL) return;
+        int own = dirfd(dir);
+        struct dirent *entry;
+        int found[256];
+        n = 0;
+        while ((entry = readdir(dir)) != NULL && n < 256) {
+            int fd = atoi(entry->d_name);
+            if (entry->d_name[0] != '.' && fd > 2 && fd != listener && fd != own) found[n++] = fd;
+        }
+        closedir(dir);
+        for (int i = 0; i < n; i++) close(found[i]);
+    } while (n == 256);
 }
 
 static void add_pair(int client, const char *path) {
@@ -121,11 +125,18 @@ static void add_pair(int client, const char *path) {
     pairs[count++] = p;
 }
 
-static void accept_all(int listener, const char *path) {
+/* Accept every waiting connection; 0 when out of descriptors or memory, so that the listener
+ * is left alone (rather than polled as ready in a busy loop) until a connection closes. */
+static int accept_all(int listener, const char *path) {
     for (;;) {
         int client = accept4(listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (client < 0) return;
-        add_pair(client, path);
+        if (client >= 0) {
+            add_pair(client, path);
+        } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            return 0;
+        } else if (errno != EINTR && errno != ECONNABORTED) {
+            return 1;
+        }
     }
 }
 
@@ -171,6 +182,7 @@ static struct pollfd watch(int fd, short events) {
 static void serve(int listener, const char *path) {
     struct pollfd *fds = NULL;
     size_t fds_room = 0;
+    int accepting = 1;
     for (;;) {
         size_t need = 1 + 2 * count;
         if (need > fds_room) {
@@ -179,7 +191,7 @@ static void serve(int listener, const char *path) {
             fds = grown;
             fds_room = need;
         }
-        fds[0] = (struct pollfd){.fd = listener, .events = POLLIN};
+        fds[0] = watch(listener, accepting ? POLLIN : 0);
         for (size_t i = 0; i < count; i++) {
             struct pair *p = pairs[i];
             fds[1 + 2 * i] = watch(p->client, wanted(&p->up, &p->down));
@@ -209,8 +221,9 @@ static void serve(int listener, const char *path) {
                 pairs[kept++] = p;
             }
         }
+        if (kept < count) accepting = 1;
         count = kept;
-        if (fds[0].revents & POLLIN) accept_all(listener, path);
+        if (fds[0].revents & POLLIN) accepting = accept_all(listener, path);
     }
 }
 
