@@ -10,7 +10,7 @@ import datetime as dt
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -26,7 +26,9 @@ from cli.trace_export import since_time
 console = SafeConsole(highlight=False)
 
 
-class By(str, Enum):
+class By(StrEnum):
+    """How `agent usage` groups runs."""
+
     day = "day"
     session = "session"
     chat = "chat"
