@@ -65,7 +65,9 @@ class ErrorEvent:
     """The run stopped without a final answer (step limit, time budget, backend failure)."""
 
     message: str
-    reason: str  # "max_steps", "time_budget", "backend", "aborted", "length"
+    # "max_steps", "time_budget", "backend", "aborted", "length", "budget", and the loop
+    # guards' "repeated_call", "repeated_error", "alternating_calls"
+    reason: str
     type: str = "error"
     run_id: str = field(default="", compare=False)
     step: int = field(default=0, compare=False)

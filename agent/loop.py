@@ -35,6 +35,7 @@ from agent.messages import (
     ToolMessage,
     UserMessage,
 )
+from agent.progress import REPEAT_GUARD, GuardLimits, ProgressGuard, Stop
 from agent.provenance import Provenance
 from agent.run_context import RunContext, context_for_call, new_run_id
 from agent.session import Session
@@ -85,6 +86,8 @@ class AgentLoop:
     # A call that repeats one already made in this run is not run again: the model is shown
     # the earlier result and, with an answer tool, offered only that tool next.
     repeat_guard: bool = False
+    # Stops a run that keeps making the same calls or hitting the same error (agent/progress).
+    guards: GuardLimits | None = None
     limits: LoopLimits = field(default_factory=LoopLimits)
     decoding: Decoding = field(default_factory=Decoding)
     model: str | None = None
@@ -125,6 +128,7 @@ class AgentLoop:
     ) -> Iterator[Event]:
         done: dict[str, ToolResultEvent] = {}  # call -> result, for the repeat guard
         answer_only = False
+        progress = ProgressGuard(self.guards) if self.guards is not None else None
         while True:
             if usage.steps >= self.limits.max_steps:
                 yield ErrorEvent(
@@ -141,6 +145,10 @@ class AgentLoop:
                 return
             if ctx.cancel.is_set():
                 yield ErrorEvent("stopped by the user", "aborted")
+                return
+            spent = ctx.budget.exceeded(usage) if ctx.budget is not None else None
+            if spent is not None:
+                yield ErrorEvent(spent, "budget")
                 return
             usage.steps += 1
             completion: Completion | None = None
@@ -190,6 +198,7 @@ class AgentLoop:
                     return
                 yield FinalEvent(message.content or "")
                 return
+            stop: Stop | None = None
             for call in message.tool_calls:
                 yield ToolCallEvent(call)
                 key = f"{call.function.name} {call.function.arguments.strip()}"
@@ -200,6 +209,9 @@ class AgentLoop:
                     result = yield from self._dispatch(call, ctx)
                     if result.ok:
                         done[key] = result
+                if progress is not None:
+                    result, found = progress.observe(call, result)
+                    stop = stop or found
                 session.append(
                     ToolMessage(
                         tool_call_id=call.id,
@@ -209,6 +221,9 @@ class AgentLoop:
                     )
                 )
                 yield result
+            if stop is not None:  # after the whole batch: every call has its result
+                yield ErrorEvent(stop.message, stop.reason)
+                return
 
     def _answer_of(self, message: AssistantMessage) -> str | None:
         """The final answer if ``message`` calls the answer tool (and nothing else)."""
@@ -236,7 +251,7 @@ class AgentLoop:
             False,
             0.0,
             decision="invalid",
-            decided_by="repeat guard",
+            decided_by=REPEAT_GUARD,
             provenance=earlier.provenance,
         )
 

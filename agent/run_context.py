@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from agent.approvals import ApprovalBroker
+from agent.budget import Budget
 from agent.messages import Message
 
 DEFAULT_ASK_TIMEOUT_S = 600.0
@@ -49,6 +50,7 @@ class RunContext:
     allowed: list[str] = field(default_factory=list)
     attended: bool = False
     messages: list[Message] = field(default_factory=list)
+    budget: Budget | None = None
     _executor: ThreadPoolExecutor | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -78,9 +78,20 @@ class TraceWriter:
             return
         self.write(event_to_json(event))
 
-    def outcome(self, outcome: str, answer: str | None, detail: str = "") -> None:
-        """The last line: ``answered``, ``error`` or ``interrupted``."""
-        self.write({"type": "outcome", "outcome": outcome, "answer": answer, "detail": detail})
+    def outcome(
+        self, outcome: str, answer: str | None, detail: str = "", reason: str | None = None
+    ) -> None:
+        """The last line: ``answered``, ``error`` or ``interrupted``; an error names its
+        ``reason`` (the ErrorEvent's: ``max_steps``, ``budget``, ``repeated_error``, ...)."""
+        record: dict[str, Any] = {
+            "type": "outcome",
+            "outcome": outcome,
+            "answer": answer,
+            "detail": detail,
+        }
+        if reason is not None:
+            record["reason"] = reason
+        self.write(record)
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record, redacted, flushed and synced."""
@@ -105,6 +116,7 @@ def traced(
     """
     answer: str | None = None
     outcome, detail = "interrupted", "the run ended before an answer"
+    reason: str | None = None
     started = False
     try:
         for event in events:
@@ -116,10 +128,11 @@ def traced(
                 answer, outcome, detail = event.content, "answered", ""
             elif isinstance(event, ErrorEvent):
                 outcome, detail = "error", f"{event.reason}: {event.message}"
+                reason = event.reason
             yield event
     finally:
         if started:
-            writer.outcome(outcome, answer, detail)
+            writer.outcome(outcome, answer, detail, reason)
 
 
 @dataclass(slots=True)

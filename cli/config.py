@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.errors import ConfigError
 from connectors.settings import ConnectorsSettings, GatewaySettings
@@ -61,6 +61,63 @@ class SmallModelSettings(BaseModel):
     command_tool: bool = False
 
 
+class GuardSettings(BaseModel):
+    """Loop guards: stop a run that keeps doing the same thing (see docs/assistant.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool | None = None  # unset: on for the small-model profile, off for the others
+    repeated_call: int = Field(default=3, ge=0)  # the same call, the same result (0: off)
+    repeated_error: int = Field(default=3, ge=0)  # the same error, whatever the call
+    alternation: int = Field(default=3, ge=0)  # A B A B A: the first call made this many times
+    warn_first: bool = True  # one step before a limit, the observation says so
+
+    @field_validator("repeated_call", "repeated_error", "alternation")
+    @classmethod
+    def _not_one(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("must be 0 (off) or at least 2: 1 would stop at the first call")
+        return value
+
+
+class Prices(BaseModel):
+    """What a model's tokens cost, per million (unset: not counted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    price_prompt_per_mtok: float | None = Field(default=None, ge=0)
+    price_completion_per_mtok: float | None = Field(default=None, ge=0)
+    # Prompt tokens the server had cached, where it charges less (unset: the prompt price).
+    price_cached_per_mtok: float | None = Field(default=None, ge=0)
+
+    def given(self) -> bool:
+        return self.price_prompt_per_mtok is not None or self.price_completion_per_mtok is not None
+
+
+class UsageSettings(Prices):
+    """Token prices for `agent usage`: these, or a model's or backend's own table."""
+
+    # [usage.models."gpt-4o-mini"] or [usage.models.openai]: prices for one model or backend.
+    models: dict[str, Prices] = Field(default_factory=dict)
+
+    def prices_for(self, backend: str | None, model: str | None) -> Prices | None:
+        """The prices of ``model`` on ``backend``: its own table, the backend's, else these."""
+        for name in (model, backend):
+            if name and name in self.models:
+                return self.models[name]
+        return self if self.given() else None
+
+
+class BudgetSettings(BaseModel):
+    """Token limits (prompt plus completion), checked before each model call (unset: none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_tokens: int | None = Field(default=None, ge=1)
+    day_tokens: int | None = Field(default=None, ge=1)  # all runs since local midnight
+    chat_day_tokens: int | None = Field(default=None, ge=1)  # each gateway chat, since midnight
+
+
 class Settings(BaseModel):
     """Everything a run needs to know, validated."""
 
@@ -76,6 +133,9 @@ class Settings(BaseModel):
     profile: Literal["auto", "small", "standard"] = "auto"
     prompt: str | None = None
     small: SmallModelSettings = Field(default_factory=SmallModelSettings)
+    guards: GuardSettings = Field(default_factory=GuardSettings)
+    usage: UsageSettings = Field(default_factory=UsageSettings)
+    budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     workspace: Path = Field(default_factory=Path.cwd)
     max_steps: int = Field(default=12, ge=1)
     time_budget: float | None = Field(default=None, gt=0)
@@ -102,6 +162,11 @@ class Settings(BaseModel):
             return self.profile == "small"
         own = self.backends.get(self.backend, BackendOptions()).model
         return self.backend in {"llamacpp", "engine"} and not (self.model or own)
+
+    @property
+    def guards_on(self) -> bool:
+        """Whether the loop guards watch runs: as set, else with the small-model profile."""
+        return self.guards.enabled if self.guards.enabled is not None else self.small_model
 
     @property
     def prompt_name(self) -> str:

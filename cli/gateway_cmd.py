@@ -19,7 +19,7 @@ from cli.config import Settings, load_settings
 from cli.wiring import build_backend, build_loop, build_toolbox, run_traced
 from connectors.access import AccessList
 from connectors.base import Connector
-from connectors.gateway import Gateway, GatewayOptions
+from connectors.gateway import Gateway, GatewayOptions, chat_of_session
 from connectors.logs import log, setup_logging
 from connectors.settings import DiscordSettings, TelegramSettings
 from connectors.state import GatewayState
@@ -146,7 +146,12 @@ def gateway(
         options,
         model_name=settings.model or settings.backend,
         run=lambda session, text, ctx: run_traced(
-            settings, loop, session, text, {"front_end": "gateway"}, context=ctx
+            settings,
+            loop,
+            session,
+            text,
+            {"front_end": "gateway", "chat": chat_of_session(session)},
+            context=ctx,
         ),
     )
     asyncio.run(_serve(gw))

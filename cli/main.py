@@ -68,6 +68,7 @@ def _mount_optional_groups() -> None:
     from cli.tools_cmd import tools_app
     from cli.traces_cmd import traces_app
     from cli.train_cmd import train
+    from cli.usage_cmd import usage
 
     app.add_typer(tools_app, name="tools")
     app.add_typer(skills_app, name="skills")
@@ -79,6 +80,7 @@ def _mount_optional_groups() -> None:
     app.command("gateway")(gateway)
     app.add_typer(pairing_app, name="pairing")
     app.command("train")(train)
+    app.command("usage")(usage)
 
 
 _mount_optional_groups()

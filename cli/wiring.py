@@ -13,12 +13,14 @@ from agent.errors import UserError
 from agent.events import Event
 from agent.loop import AgentLoop, Decoding, LoopLimits
 from agent.plugins import collect, plugin_manager
+from agent.progress import GuardLimits
 from agent.prompts import load_prompt
 from agent.run_context import RunContext
 from agent.session import Session, check_session_name
 from agent.tool_selection import LexicalToolSelector
 from agent.tools import Toolbox
 from agent.trace import TraceWriter, traced
+from cli.budgets import budget_for
 from cli.config import Settings, SmallModelSettings
 from sandbox.secrets import Redactor, find_secrets
 from skills.guard import Approver
@@ -137,6 +139,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
             else None
         ),
         repeat_guard=small.repeat_guard,
+        guards=_guard_limits(settings),
         limits=LoopLimits(
             max_steps=settings.max_steps,
             time_budget_s=settings.time_budget,
@@ -156,6 +159,13 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
             lambda: setattr(loop, "system_prompt", system_prompt(prompt.text, toolbox))
         )
     return loop
+
+
+def _guard_limits(settings: Settings) -> GuardLimits | None:
+    g = settings.guards
+    if not settings.guards_on:
+        return None
+    return GuardLimits(g.repeated_call, g.repeated_error, g.alternation, g.warn_first)
 
 
 def open_session(settings: Settings, name: str | None) -> tuple[str, Session]:
@@ -197,14 +207,24 @@ def run_traced(
     extra: dict[str, Any] | None = None,
     context: RunContext | None = None,
 ) -> Iterator[Event]:
-    """``loop.run`` with its trace written to the traces folder as it goes."""
+    """``loop.run`` with its trace written to the traces folder as it goes.
+
+    The trace's first line names the session, the chat (``extra["chat"]``, from the gateway) and
+    the prices in effect, so that `agent usage` can sum runs from the traces alone; the run gets
+    the token budget the settings give it.
+    """
     context = context or RunContext(cancel=loop.cancel)
+    chat = (extra or {}).get("chat")
+    if context.budget is None:
+        context.budget = budget_for(settings, chat if isinstance(chat, str) else None)
+    backend = getattr(loop.backend, "name", settings.backend)
+    prices = settings.usage.prices_for(backend, settings.backend_options().get("model"))
     writer = TraceWriter(settings.traces_dir, context.run_id, redactor(settings).redact)
 
     def start() -> None:
         writer.start(
             prompt=loop.prompt_label,
-            backend=getattr(loop.backend, "name", settings.backend),
+            backend=backend,
             model=settings.model,
             messages=list(session.messages),
             tools=loop.toolbox.specs(),
@@ -213,6 +233,8 @@ def run_traced(
                 "workspace": str(settings.workspace),
                 "profile": "small" if settings.small_model else "standard",
                 "adapter": _adapter_label(loop.backend, settings),
+                "session": session.path.stem if session.path is not None else None,
+                "prices": prices.model_dump(exclude_none=True) if prices is not None else None,
                 **(extra or {}),
             },
         )

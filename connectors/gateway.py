@@ -365,6 +365,14 @@ def _session_name(message: Incoming, generation: int) -> str:
     return f"{message.platform}-{chat}" + (f"-{generation}" if generation else "")
 
 
+def chat_of_session(session: Session) -> str | None:
+    """The chat a gateway session belongs to, as its name says (``telegram-42`` for
+    ``telegram-42-3``, the third session of that chat); None for a session without a file."""
+    if session.path is None:
+        return None
+    return "-".join(session.path.stem.split("-")[:2])
+
+
 def _close_dangling_calls(session: Session) -> None:
     """A turn killed mid-tool left calls without results: answer them so the history is valid."""
     answered = {m.tool_call_id for m in session.messages if isinstance(m, ToolMessage)}

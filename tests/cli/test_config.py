@@ -79,3 +79,23 @@ def test_add_rule_keeps_the_rest_of_the_file() -> None:
 def test_dump_toml_round_trips() -> None:
     data = {"a": 1, "b": 'x"y', "c": [1.5, "z"], "t": {"u": True, "n": {"deep": "v"}}}
     assert tomllib.loads(dump_toml(data)) == data
+
+
+def test_loop_guards_are_on_for_the_small_profile_and_can_be_turned_on_for_others() -> None:
+    assert load_settings({"profile": "small"}).guards_on
+    assert load_settings({"backend": "llamacpp"}).guards_on  # the bundled model: small
+    assert not load_settings({"profile": "standard"}).guards_on
+    assert load_settings({"profile": "standard", "guards.enabled": True}).guards_on
+    assert not load_settings({"profile": "small", "guards.enabled": False}).guards_on
+
+
+def test_prices_follow_the_model_then_the_backend_then_the_default() -> None:
+    write_config(
+        "[usage]\nprice_prompt_per_mtok = 1.0\n"
+        "[usage.models.openai]\nprice_prompt_per_mtok = 2.0\n"
+        '[usage.models."gpt-x"]\nprice_prompt_per_mtok = 3.0\n'
+    )
+    usage = load_settings().usage
+    places = [("openai", "gpt-x"), ("openai", "other"), ("llamacpp", None)]
+    found = [usage.prices_for(backend, model) for backend, model in places]
+    assert [p.price_prompt_per_mtok if p else None for p in found] == [3.0, 2.0, 1.0]
