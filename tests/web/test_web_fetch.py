@@ -246,3 +246,23 @@ def test_a_fetched_page_reaches_the_model_labelled_as_the_web_page(
     # The label lives beside the text; the model's request carries none of it.
     sent = backend.requests[-1].messages
     assert all("provenance" not in m.to_wire() for m in sent)
+
+
+def test_web_search_asks_the_configured_engine_and_labels_its_results(
+    tmp_path: Path, site: PageServer
+) -> None:
+    # The engine is reachable though no host is declared: configuring it declares it.
+    box = web_toolbox(tmp_path, ["*"], search_url=site.url("/search?language=en"))
+    tool = box.get("web_search")
+    assert isinstance(tool, GuardedTool)
+    result = tool.call({"query": "tide saint malo"})
+    assert site.paths == ["/search?language=en&q=tide+saint+malo&format=json"]
+    assert result.content[0].text == "2 results for 'tide saint malo' (title | url | snippet):"
+    assert result.content[1].untrusted
+    assert "Saint-Malo tides | https://tides.example/saint-malo | High water at 14:02." in (
+        result.content[1].text
+    )
+    assert result.provenance == Provenance.web(site.url("/search?language=en"))
+    # The engine's host is open to the search alone, not to fetches.
+    with pytest.raises(ToolError):
+        fetch(web_toolbox(tmp_path, ["*"], sandbox=EVERY_FETCH), site.url("/plain"))
