@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import ToolError, UserError
-from sandbox.egress import parse_host
+from sandbox.egress import DEFAULT_PORTS, HostRule, parse_host
 from sandbox.rules import Kind
 from skills.web.client import parse_url
 
@@ -31,6 +31,9 @@ class UrlHostSubject:
             rule = parse_host(pattern)
         except UserError:
             return False
+        if kind != "allow" and rule.ports == DEFAULT_PORTS:
+            # A deny or ask naming a host without a port holds on every port of that host.
+            rule = HostRule(rule.host, ())
         return rule.matches(target[0], target[1])
 
     def exact(self, arguments: dict[str, Any], workspace: Path) -> str:

@@ -212,6 +212,14 @@ def test_declared_hosts_are_allowed_and_any_other_fetch_asks(
     user = SandboxSettings(backend="off", deny=[f"web.fetch(127.0.0.1:{site.port})"])
     denied = fetch_tool(web_toolbox(tmp_path, declared(site), sandbox=user))
     assert denied.decide({"url": url}).action == "deny"
+    # A deny naming a host without a port holds on every port; an allow only on 80 and 443.
+    user = SandboxSettings(backend="off", deny=["web.fetch(127.0.0.1)"])
+    denied = fetch_tool(web_toolbox(tmp_path, ["*"], sandbox=user))
+    assert denied.decide({"url": url}).action == "deny"
+    user = SandboxSettings(backend="off", allow=["web.fetch(127.0.0.1)"])
+    assert fetch_tool(web_toolbox(tmp_path, ["*"], sandbox=user)).decide({"url": url}).action == (
+        "ask"
+    )
 
 
 def test_a_url_carrying_a_canary_is_refused_by_the_tripwire(
