@@ -20,6 +20,7 @@ from connectors.settings import ConnectorsSettings, GatewaySettings
 from sandbox.settings import SandboxSettings
 from skills.mail.config import MailSettings
 from skills.mcp.config import McpServer
+from skills.web.config import WebSettings
 
 APP = "clawloop"
 
@@ -144,6 +145,7 @@ class Settings(BaseModel):
     skills: list[str] | None = None
     skills_dir: Path | None = None
     mail: MailSettings = Field(default_factory=MailSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
     mcp: dict[str, McpServer] = Field(default_factory=dict)
     decoding: DecodingSettings = Field(default_factory=DecodingSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)

@@ -275,7 +275,7 @@ class EgressProxy:
             if target is None:
                 return _reply(client, 400, "the proxy needs CONNECT host:port or an absolute URL")
             host, port, opening = target
-            connected = self._connect(host, port)
+            connected = self.connect(host, port)
             if isinstance(connected, str):
                 self.refused.append(f"{host}:{port} ({connected})")
                 _log.warning("sandbox network: refused %s:%s (%s)", host, port, connected)
@@ -295,8 +295,14 @@ class EgressProxy:
         finally:
             self._forget(client, *([upstream] if upstream is not None else []))
 
-    def _connect(self, host: str, port: int) -> socket.socket | str:
-        """A connection to an address checked against the rules, or why not."""
+    def connect(
+        self, host: str, port: int, timeout: float = _CONNECT_TIMEOUT_S
+    ) -> socket.socket | str:
+        """A connection to an address checked against the rules, or why not.
+
+        The proxy serves every request through this; a client in clawloop's own process (the
+        ``web`` skill) calls it directly, so there is one implementation of the rules.
+        """
         rule = self.allowed(host, port)
         if rule is None:
             return "not a declared network host"
@@ -317,7 +323,7 @@ class EgressProxy:
                 return "it resolves only to a non-public address"
         for address in candidates:
             try:
-                return socket.create_connection((str(address), port), timeout=_CONNECT_TIMEOUT_S)
+                return socket.create_connection((str(address), port), timeout=timeout)
             except OSError:
                 continue
         return "the connection failed"

@@ -11,17 +11,20 @@ from skills.mail.tools import MAIL_RULES, make_mail_tools
 from skills.shell import make_shell_tools
 from skills.simple import make_simple_tools
 from skills.skill import Skill
+from skills.web.tools import make_web_tools
 
 
 @hookimpl
 def register_skills(register: Callable[[Skill], None]) -> None:
-    """``shell``, ``files``, ``mail`` and ``simple``; each ``start`` takes a
+    """``shell``, ``files``, ``mail``, ``web`` and ``simple``; each ``start`` takes a
     :class:`SkillContext`."""
     register(
         Skill("shell", make_shell_tools, "Run bash commands in the sandbox.", rules=SHELL_RULES)
     )
     register(Skill("files", make_files_tools, "Read, write and search files.", rules=FILES_RULES))
     register(Skill("mail", make_mail_tools, "Send, search and read e-mail.", rules=MAIL_RULES))
+    # Its tools exist only once ``[web] enabled = true``; its rules depend on ``[web] hosts``.
+    register(Skill("web", make_web_tools, "Fetch web pages as text, and search the web."))
     register(
         Skill(
             "simple",

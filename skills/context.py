@@ -93,8 +93,8 @@ class SkillContext:
     @classmethod
     def from_settings(cls, settings: Any, environ: Mapping[str, str] | None = None) -> SkillContext:
         """From the CLI's settings object (``.workspace``, ``.sandbox``, ``.audit_path``,
-        ``.data_dir``, ``.mail``); every credential in it or in the environment is redacted,
-        mail passwords included."""
+        ``.data_dir``, ``.mail``, ``.web``); every credential in it or in the environment is
+        redacted, mail passwords included."""
         from skills.mail.config import MailSettings, account_passwords
 
         environ = os.environ if environ is None else environ
@@ -110,6 +110,7 @@ class SkillContext:
             environ=environ,
             options={
                 "mail": mail,
+                "web": getattr(settings, "web", None),
                 "mcp": dict(getattr(settings, "mcp", None) or {}),
                 "skills_dir": getattr(settings, "skills_path", None),
             },
