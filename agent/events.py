@@ -88,6 +88,19 @@ class UsageEvent:
 
 
 @dataclass(slots=True)
+class CompactedEvent:
+    """Older turns were replaced by a summary in what the model is sent (see compaction)."""
+
+    covered: int  # messages the summary now covers
+    method: str  # "extractive" or "model"
+    tokens_before: int  # the request's estimated size before
+    tokens_after: int  # and after
+    type: str = "compacted"
+    run_id: str = field(default="", compare=False)
+    step: int = field(default=0, compare=False)
+
+
+@dataclass(slots=True)
 class StepEvent:
     """One model call, as it was sent and as it came back: what traces are made of."""
 
@@ -148,6 +161,7 @@ Event = (
     | ErrorEvent
     | UsageEvent
     | StepEvent
+    | CompactedEvent
     | ApprovalRequested
     | ApprovalResolved
 )

@@ -13,6 +13,7 @@ from typing import Any
 
 from agent.approvals import Gate, GatedTool, Verdict
 from agent.backend import Backend, Completion, TextDelta
+from agent.compaction import Compactor
 from agent.errors import ToolError, UserError
 from agent.events import (
     ApprovalRequested,
@@ -91,6 +92,8 @@ class AgentLoop:
     limits: LoopLimits = field(default_factory=LoopLimits)
     decoding: Decoding = field(default_factory=Decoding)
     model: str | None = None
+    # Replaces older turns by a summary when a request would pass its budget (None: never).
+    compactor: Compactor | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
 
     def run(
@@ -154,7 +157,12 @@ class AgentLoop:
             completion: Completion | None = None
             began = time.monotonic()
             try:
-                request = self._request(session.messages, answer_only)
+                request = self._request(session.window(), answer_only)
+                if self.compactor is not None:
+                    compacted = self.compactor.check(session, request)
+                    if compacted is not None:
+                        yield compacted
+                        request = self._request(session.window(), answer_only)
                 answer_only = False
                 for event in self.backend.generate(request):
                     if isinstance(event, TextDelta):
@@ -175,6 +183,8 @@ class AgentLoop:
                 )
                 return
             usage.prompt_tokens += completion.usage.prompt_tokens
+            if self.compactor is not None:
+                self.compactor.observe(request, completion.usage.prompt_tokens)
             usage.completion_tokens += completion.usage.completion_tokens
             usage.cached_tokens += completion.usage.cached_tokens
             message = completion.message

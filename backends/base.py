@@ -48,6 +48,7 @@ class LocalBackend:
         self.template = template
         self.decoder = decoder
         self.adapter: Path | None = None  # the LoRA adapter the model runs with, if any
+        self.context_tokens: int | None = None  # the model's context, where the decoder knows
 
     def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
         began = time.monotonic()

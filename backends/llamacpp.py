@@ -387,4 +387,5 @@ def make_llamacpp_backend(
     )
     backend = LocalBackend("llamacpp", template, decoder)
     backend.adapter = decoder.adapter
+    backend.context_tokens = decoder.n_ctx
     return backend

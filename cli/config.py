@@ -119,6 +119,23 @@ class BudgetSettings(BaseModel):
     chat_day_tokens: int | None = Field(default=None, ge=1)  # each gateway chat, since midnight
 
 
+class CompactionSettings(BaseModel):
+    """When a conversation's older turns are replaced by a summary (docs/assistant.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    # Compact when the next request would pass this share of the model's context.
+    share: float = Field(default=0.75, gt=0.0, le=0.95)
+    # The model's context in tokens (unset: what the backend reports, else 8192).
+    context_tokens: int | None = Field(default=None, ge=512)
+    keep_turns: int = Field(default=2, ge=1)  # the latest user turns, always kept whole
+    # Who writes the summary: "model", "extractive" (no model call), or "auto": extractive for
+    # the small-model profile, whose own summaries lose facts, and the model otherwise.
+    summary: Literal["auto", "model", "extractive"] = "auto"
+    summary_chars: int = Field(default=2400, ge=200)
+
+
 class Settings(BaseModel):
     """Everything a run needs to know, validated."""
 
@@ -137,6 +154,8 @@ class Settings(BaseModel):
     guards: GuardSettings = Field(default_factory=GuardSettings)
     usage: UsageSettings = Field(default_factory=UsageSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
+
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     workspace: Path = Field(default_factory=Path.cwd)
     max_steps: int = Field(default=12, ge=1)
     time_budget: float | None = Field(default=None, gt=0)

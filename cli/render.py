@@ -12,6 +12,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from agent.events import (
+    CompactedEvent,
     ErrorEvent,
     Event,
     FinalEvent,
@@ -106,6 +107,12 @@ class TerminalRenderer:
             )
         elif isinstance(event, ErrorEvent):
             self.console.print(f"[red]✗ {_title(event.message)}[/red]")
+        elif isinstance(event, CompactedEvent):
+            self.console.print(
+                f"[dim]compacted the conversation: {event.covered} earlier messages are now a "
+                f"{event.method} summary (about {event.tokens_before} → {event.tokens_after} "
+                "tokens)[/dim]"
+            )
         elif isinstance(event, UsageEvent):
             session = f" · session {_title(self.session_name)}" if self.session_name else ""
             cached = f" ({event.cached_tokens} cached)" if event.cached_tokens else ""

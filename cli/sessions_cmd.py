@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from agent.errors import UserError
-from agent.messages import AssistantMessage, ToolMessage
-from agent.session import Session, check_session_name
+from agent.messages import AssistantMessage, Message, ToolMessage
+from agent.session import Compaction, Session, check_session_name
 from agent.terminal_text import terminal_safe
 from cli.config import load_settings
 from cli.console import SafeConsole
@@ -51,27 +51,51 @@ def list_sessions() -> None:
 
 
 @sessions_app.command("show")
-def show(name: Annotated[str, typer.Argument(help="Session name.")]) -> None:
-    """Print a session's messages."""
+def show(
+    name: Annotated[str, typer.Argument(help="Session name.")],
+    full: Annotated[
+        bool, typer.Option("--full", help="Also the messages a compaction summarised.")
+    ] = False,
+) -> None:
+    """Print a session's messages (from its latest summary on, unless --full)."""
     session = Session.open(_path(name))
-    for message in session.messages:
-        if isinstance(message, AssistantMessage):
-            if message.content:
-                console.print(f"[bold]assistant:[/bold] {_shown(message.content)}")
-            for call in message.tool_calls or []:
-                console.print(
-                    f"[cyan]tool call {_shown(call.function.name)}[/cyan] "
-                    f"{_shown(call.function.arguments)}"
-                )
-        elif isinstance(message, ToolMessage):
-            console.print(
-                f"[green]tool result ({_shown(message.name or '')}):[/green] "
-                f"{_shown(message.content)}"
-            )
-        else:
-            console.print(f"[bold]{message.role}:[/bold] {_shown(str(message.content))}")
+    marks = {c.upto: c for c in session.compactions}
+    start = 0 if full else session.compacted
+    if not full and session.compactions:
+        _summary(session.compactions[-1], shown_all=False)
+    for index, message in enumerate(session.messages[start:], start):
+        if full and index in marks:
+            _summary(marks[index], shown_all=True)
+        _message(message)
     if session.skipped_lines:
         console.print(f"[yellow]{session.skipped_lines} unreadable line(s) skipped[/yellow]")
+
+
+def _summary(record: Compaction, shown_all: bool) -> None:
+    what = (
+        f"the {record.upto} messages above were compacted"
+        if shown_all
+        else f"{record.upto} earlier messages compacted (--full shows them)"
+    )
+    console.print(f"[magenta]-- {what}; {record.method} summary:[/magenta]")
+    console.print(f"[dim]{_shown(record.summary)}[/dim]")
+
+
+def _message(message: Message) -> None:
+    if isinstance(message, AssistantMessage):
+        if message.content:
+            console.print(f"[bold]assistant:[/bold] {_shown(message.content)}")
+        for call in message.tool_calls or []:
+            console.print(
+                f"[cyan]tool call {_shown(call.function.name)}[/cyan] "
+                f"{_shown(call.function.arguments)}"
+            )
+    elif isinstance(message, ToolMessage):
+        console.print(
+            f"[green]tool result ({_shown(message.name or '')}):[/green] {_shown(message.content)}"
+        )
+    else:
+        console.print(f"[bold]{message.role}:[/bold] {_shown(str(message.content))}")
 
 
 @sessions_app.command("rm")

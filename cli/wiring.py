@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from agent.backend import Backend
+from agent.compaction import CompactionPolicy, Compactor
 from agent.errors import UserError
 from agent.events import Event
 from agent.loop import AgentLoop, Decoding, LoopLimits
@@ -26,6 +27,10 @@ from sandbox.secrets import Redactor, find_secrets
 from skills.guard import Approver
 from skills.simple import ANSWER_TOOL
 from skills.simple_command import COMMAND_TOOL
+
+SUMMARY_PROMPT = "compact"
+# The context assumed for a backend that does not report one (an OpenAI-compatible server).
+FALLBACK_CONTEXT = 8192
 
 
 def backend_factories() -> dict[str, Any]:
@@ -152,6 +157,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
             max_tokens=d.max_tokens,
             seed=d.seed,
         ),
+        compactor=build_compactor(settings, backend),
     )
     if isinstance(toolbox, LiveToolbox):
         # After a reload, new sessions get the new skills list in their system prompt.
@@ -166,6 +172,24 @@ def _guard_limits(settings: Settings) -> GuardLimits | None:
     if not settings.guards_on:
         return None
     return GuardLimits(g.repeated_call, g.repeated_error, g.alternation, g.warn_first)
+
+
+def build_compactor(settings: Settings, backend: Backend) -> Compactor | None:
+    """The compactor the settings ask for, sized to the backend's context (None: off)."""
+    c = settings.compaction
+    if not c.enabled:
+        return None
+    context = c.context_tokens or getattr(backend, "context_tokens", None) or FALLBACK_CONTEXT
+    method = (
+        c.summary if c.summary != "auto" else ("extractive" if settings.small_model else "model")
+    )
+    policy = CompactionPolicy(
+        budget_tokens=int(context * c.share),
+        keep_turns=c.keep_turns,
+        method=method,
+        summary_chars=c.summary_chars,
+    )
+    return Compactor(policy, backend, load_prompt(SUMMARY_PROMPT))
 
 
 def open_session(settings: Settings, name: str | None) -> tuple[str, Session]:
@@ -226,7 +250,7 @@ def run_traced(
             prompt=loop.prompt_label,
             backend=backend,
             model=settings.model,
-            messages=list(session.messages),
+            messages=session.window(),
             tools=loop.toolbox.specs(),
             extra={
                 "task": task,

@@ -167,6 +167,7 @@ def make_engine_backend(
         ),
     )
     backend.adapter = loaded.adapter
+    backend.context_tokens = loaded.engine.max_model_len
     return backend
 
 

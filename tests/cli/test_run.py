@@ -38,15 +38,6 @@ def script(tmp_path: Path, turns: list[object]) -> Path:
     return path
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "notes.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
-    os.chmod(ws, 0o777)
-    return ws
-
-
 COUNT_LINES = [
     {
         "content": "I will count them.",
