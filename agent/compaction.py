@@ -89,7 +89,7 @@ class Compactor:
                 prompt=self.prompt.label if method == "model" and self.prompt else "",
                 at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 tokens_before=before,
-                untrusted=untrusted_sources(covered),
+                untrusted=_merged(session.compactions, untrusted_sources(covered)),
             )
         )
         after = request.model_copy(update={"messages": session.window()})
@@ -146,6 +146,12 @@ def plan_cut(messages: list[Message], compacted: int, keep_turns: int) -> int | 
         return None
     cut = starts[-keep_turns] if keep_turns > 0 else len(messages)
     return cut if cut > max(compacted, 1) else None
+
+
+def _merged(earlier: list[Compaction], found: list[str]) -> list[str]:
+    """Every untrusted source the summary covers, the earlier compactions' included."""
+    before = earlier[-1].untrusted if earlier else []
+    return [*before, *(f for f in found if f not in before)]
 
 
 def _chars(request: ChatRequest) -> int:

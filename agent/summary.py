@@ -62,7 +62,7 @@ def names_in(messages: Iterable[Message]) -> list[str]:
         if isinstance(m, UserMessage):
             texts.append(m.content)
         elif isinstance(m, AssistantMessage):
-            texts += [c.function.arguments for c in m.tool_calls or []]
+            texts += [v for c in m.tool_calls or [] for v in _string_values(c.function.arguments)]
         for text in texts:
             for match in [*_NAME.findall(text), *_QUOTED.findall(text)]:
                 name = match.strip(".,;:")
@@ -140,6 +140,16 @@ def _fit(lines: list[str], tail: str, limit: int) -> str:
             rest.insert(0, line)
         kept = [*head, _DROPPED, *rest]
     return "\n".join([*kept, tail] if tail else kept)
+
+
+def _string_values(arguments: str) -> list[str]:
+    """The string values of a call's arguments (its keys are the tool's, not names used)."""
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return [arguments]
+    values = parsed.values() if isinstance(parsed, dict) else [parsed]
+    return [v for v in values if isinstance(v, str)]
 
 
 def _compact_args(arguments: str) -> str:
