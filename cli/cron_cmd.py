@@ -98,7 +98,7 @@ def add(
     if missed not in ("run-once", "skip"):
         raise UserError(f"--missed {missed!r}: use run-once or skip")
     schedule = parse_schedule(when, zone(settings.cron.timezone))
-    now = clock_from_env().now()
+    now = clock_from_env().now().replace(second=0, microsecond=0)  # intervals from a whole minute
     store = store_for(settings)
     job = Job(
         id="",

@@ -211,7 +211,8 @@ def parse_schedule(text: str, tz: ZoneInfo) -> Schedule:
         if hour > 23 or minute > 59:
             raise UserError(f"{text!r}: {hour}:{minute:02d} is not a time of day")
         phrase = f"{minute} {hour} * * {_weekday_field(match.group(1), text)}"
-    if len(phrase.split()) != 5:
+    cron_like = all(re.fullmatch(r"[\d*,/-]+", token) for token in phrase.split())
+    if len(phrase.split()) != 5 and not cron_like:
         raise UserError(
             f"cannot read the schedule {text!r}: use a cron expression such as '0 8 * * *' or "
             "a phrase such as 'every 15m', 'every 2h', 'every day at 08:00'"

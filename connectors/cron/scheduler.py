@@ -35,6 +35,7 @@ from connectors.cron.store import UNFINISHED, Job, JobStore, RunRecord, owner_al
 
 LOGGER = logging.getLogger("clawloop.cron")
 RECHECK_S = 5.0  # real seconds between looks at the store, for jobs added by another process
+_TICK = dt.timedelta(microseconds=1)
 _BACK = (dt.timedelta(hours=1), dt.timedelta(days=1), dt.timedelta(days=8), dt.timedelta(days=400))
 
 
@@ -179,21 +180,31 @@ class Scheduler:
                     continue
                 last = self._last_slot(schedule, job, first, now)
                 self.store.set_next_due(job.id, schedule.next_after(now, job.anchor))
-                state, why = self._decide(job, first, last, now)
-                record = self.store.claim(
-                    job.id, "schedule", last, first, state, why, new_run_id(), now
-                )
+                on_time = now - last <= self.grace or last >= self.started
+                if on_time and first != last and job.missed == "skip":
+                    # The slots before this one were missed: skipped, as one record.
+                    before = self._last_slot(schedule, job, first, last - _TICK)
+                    if before < self.started:
+                        self._skip(job, first, before, now)
+                        first = last
+                state, why = self._decide(job, first, last, on_time)
+                run_id = new_run_id() if state == "claimed" else ""  # a skipped run has no trace
+                record = self.store.claim(job.id, "schedule", last, first, state, why, run_id, now)
                 if record is not None:
                     return job, record
         return None
 
+    def _skip(self, job: Job, first: dt.datetime, last: dt.datetime, now: dt.datetime) -> None:
+        state, why = self._decide(job, first, last, on_time=False)
+        self.store.claim(job.id, "schedule", last, first, state, why, "", now)
+
     def _decide(
-        self, job: Job, first: dt.datetime, last: dt.datetime, now: dt.datetime
+        self, job: Job, first: dt.datetime, last: dt.datetime, on_time: bool
     ) -> tuple[str, str]:
         local = last.astimezone(self.tz).strftime("%Y-%m-%d %H:%M %Z")
         since = first.astimezone(self.tz).strftime("%Y-%m-%d %H:%M %Z")
         several = f" (slots from {since} on, taken as one)" if first != last else ""
-        if now - last <= self.grace or last >= self.started:
+        if on_time:
             return "claimed", (f"late{several}" if several else "")
         if job.missed == "skip":
             return "skipped", f"missed: nothing was running at {local}{several}"
