@@ -32,8 +32,8 @@ from agent.run_context import new_run_id
 from connectors.cron.clock import Clock
 from connectors.cron.schedule import Schedule, parse_schedule
 from connectors.cron.store import UNFINISHED, Job, JobStore, RunRecord, owner_alive
+from connectors.logs import LOGGER, log
 
-LOGGER = logging.getLogger("clawloop.cron")
 RECHECK_S = 5.0  # real seconds between looks at the store, for jobs added by another process
 _TICK = dt.timedelta(microseconds=1)
 _BACK = (dt.timedelta(hours=1), dt.timedelta(days=1), dt.timedelta(days=8), dt.timedelta(days=400))
@@ -162,11 +162,11 @@ class Scheduler:
                     why = f"run again after an interruption (run {record.run_id} was cut short)"
                     self.store.retry(record.id, new_run_id(), why)
                     again.append((job, self.store.run(record.id)))
-                    LOGGER.info("cron_retry job=%s record=%s", record.job_id, record.id)
+                    log(logging.INFO, "cron_retry", job=record.job_id, record=record.id)
                 else:
                     why = "interrupted: the process running it stopped before it finished"
                     self.store.finish(record.id, "interrupted", why, now)
-                    LOGGER.info("cron_interrupted job=%s record=%s", record.job_id, record.id)
+                    log(logging.INFO, "cron_interrupted", job=record.job_id, record=record.id)
         return again
 
     def claim_next(self) -> tuple[Job, RunRecord] | None:
@@ -225,13 +225,15 @@ class Scheduler:
 
     async def _run(self, job: Job, record: RunRecord) -> int:
         self.store.started(record.id, self.clock.now())
-        LOGGER.info("cron_run job=%s record=%s run=%s", job.id, record.id, record.run_id)
+        log(logging.INFO, "cron_run", job=job.id, record=record.id, run=record.run_id)
         try:
             outcome = await self.execute(job, record)
         except asyncio.CancelledError:
             raise  # left running: the next scheduler records it interrupted
         except Exception as exc:  # one failing job must not stop the others
-            LOGGER.exception("cron_run_failed job=%s", job.id)
+            logging.getLogger(LOGGER).exception(
+                "cron_run_failed", extra={"fields": {"job": job.id}}
+            )
             outcome = Outcome("failed", f"error: {type(exc).__name__}: {exc}")
         why = "; ".join(part for part in (record.why, outcome.why) if part)
         self.store.finish(record.id, outcome.state, why, self.clock.now())
