@@ -16,6 +16,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.errors import ConfigError
+from connectors.cron.settings import CronSettings
 from connectors.settings import ConnectorsSettings, GatewaySettings
 from sandbox.settings import SandboxSettings
 from skills.mail.config import MailSettings
@@ -171,6 +172,7 @@ class Settings(BaseModel):
     backends: dict[str, BackendOptions] = Field(default_factory=dict)
     connectors: ConnectorsSettings = Field(default_factory=ConnectorsSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    cron: CronSettings = Field(default_factory=CronSettings)
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir(APP)))
     config_path: Path | None = None
     # Terminal control sequences in output are shown (as ^[) unless this is set (or --raw).

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime as dt
 import logging
 import os
 import signal
@@ -16,9 +18,14 @@ import typer
 from agent.errors import UserError
 from agent.plugins import collect, plugin_manager
 from cli.config import Settings, load_settings
+from cli.cron_cmd import store_for
+from cli.cron_jobs import gateway_executor
 from cli.wiring import build_backend, build_loop, build_toolbox, run_traced
 from connectors.access import AccessList
 from connectors.base import Connector
+from connectors.cron.clock import clock_from_env
+from connectors.cron.schedule import zone
+from connectors.cron.scheduler import Scheduler, SchedulerBusy
 from connectors.gateway import Gateway, GatewayOptions, chat_of_session
 from connectors.logs import log, setup_logging
 from connectors.settings import DiscordSettings, TelegramSettings
@@ -154,7 +161,14 @@ def gateway(
             context=ctx,
         ),
     )
-    asyncio.run(_serve(gw))
+    scheduler = Scheduler(
+        store_for(settings),
+        clock_from_env(),
+        gateway_executor(settings, gw, loop),
+        zone(settings.cron.timezone),
+        dt.timedelta(minutes=settings.cron.grace_minutes),
+    )
+    asyncio.run(_serve(gw, scheduler))
     _exit_now_if_tools_linger()
 
 
@@ -169,19 +183,33 @@ async def _check(connectors: list[Connector]) -> None:
         await connector.stop()
 
 
-async def _serve(gw: Gateway) -> None:
+async def _serve(gw: Gateway, scheduler: Scheduler) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await gw.start()
     log(logging.INFO, "gateway_ready", connectors=list(gw.connectors))
+    jobs = asyncio.create_task(_run_jobs(scheduler, stop))
     await stop.wait()
     log(logging.INFO, "shutting_down")
+    jobs.cancel()  # a job cut short is recorded as interrupted by the next scheduler
+    with contextlib.suppress(asyncio.CancelledError):
+        await jobs
     try:
         await asyncio.wait_for(gw.stop(), timeout=SHUTDOWN_LIMIT_S)
     except TimeoutError:
         log(logging.WARNING, "shutdown_timed_out")
+
+
+async def _run_jobs(scheduler: Scheduler, stop: asyncio.Event) -> None:
+    """The scheduled jobs, beside the chats; another scheduler running them is only logged."""
+    try:
+        await scheduler.serve(stop)
+    except SchedulerBusy as busy:
+        log(logging.WARNING, "cron_not_run_here", reason=busy.message)
+    except Exception as exc:  # the chats go on without the jobs
+        log(logging.ERROR, "cron_failed", error=repr(exc))
 
 
 def _exit_now_if_tools_linger() -> None:

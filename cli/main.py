@@ -59,6 +59,7 @@ def show_config() -> None:
 def _mount_optional_groups() -> None:
     """Groups whose modules depend on other packages' files."""
     from cli.audit_cmd import audit
+    from cli.cron_cmd import cron_app
     from cli.doctor_cmd import doctor
     from cli.engine_cmd import engine_app
     from cli.eval_cmd import evaluate
@@ -79,6 +80,7 @@ def _mount_optional_groups() -> None:
     app.command("doctor")(doctor)
     app.command("gateway")(gateway)
     app.add_typer(pairing_app, name="pairing")
+    app.add_typer(cron_app, name="cron")
     app.command("train")(train)
     app.command("usage")(usage)
 

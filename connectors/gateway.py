@@ -310,6 +310,42 @@ class Gateway:
         self.state.finish(message.key)
         log(logging.INFO, "turn_done", message=message.key, run=context.run_id)
 
+    async def run_scheduled(
+        self,
+        platform: str,
+        chat_id: str,
+        title: str,
+        run: Callable[[RunContext], Iterator[Event]],
+        run_id: str,
+    ) -> bool:
+        """A scheduled job's run, shown in a chat as a turn: progress, asks (/approve), answer.
+
+        Returns whether the chat got an answer. Only owners can approve its asks, as in a turn.
+        """
+        connector = self.connectors[platform]
+        message = Incoming(platform, chat_id, "private", "scheduler", title, "", title)
+        context = RunContext(
+            run_id=run_id,
+            ask_timeout_s=self.options.ask_timeout_s,
+            allowed=list(self.always),
+            attended=True,
+        )
+        turn = Turn(
+            connector,
+            message,
+            run,
+            context,
+            self._executor,
+            on_ask=lambda ask: self.asks.__setitem__(ask.event.id, ask),
+            on_ask_closed=lambda ask_id: self.asks.pop(ask_id, None),
+            on_always=self._remember_always,
+        )
+        log(logging.INFO, "scheduled_turn_started", chat=message.chat_key, run=run_id)
+        try:
+            return await turn.play()
+        finally:
+            context.close()
+
     def _takes_files(self) -> bool:
         return self.options.accept_files and self.options.workspace is not None
 
