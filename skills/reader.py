@@ -21,7 +21,6 @@ from typing import Annotated
 
 from pydantic import Field
 
-from agent.backend import Backend
 from agent.errors import ToolError
 from agent.messages import Message, ToolMessage
 from agent.provenance import Provenance
@@ -46,8 +45,12 @@ _SOURCE = (
 
 
 def make_reader_tools(context: SkillContext) -> list[Tool]:
-    """``ask_about``, answered by the model the run uses (``context.backend``)."""
+    """``ask_about``, answered by the model the run uses (``context.backend``); none where no
+    model is wired (``agent tools``). A backend that cannot hold its output to a schema still
+    gets the tool, which then says so when called: the tools offered do not depend on it."""
     backend = context.backend
+    if backend is None:
+        return []
 
     def ask_about(
         question: Annotated[str, Field(description="one question about the text")],
@@ -70,7 +73,7 @@ def make_reader_tools(context: SkillContext) -> list[Tool]:
                 f"the result of {found.name or found.tool_call_id} is trusted; read it yourself. "
                 f"{READER_TOOL} is for untrusted results (mail, downloads, MCP results)"
             )
-        answer = ask(_model(backend), found.content, asked)
+        answer = ask(backend, found.content, asked)
         if asked.closed:
             origin = f"{READER_TOOL} on {label.describe()}"
             trusted = Provenance(kind="tool", origin=origin, trusted=True)
@@ -113,12 +116,3 @@ def _conversation() -> list[Message]:
             "inside a run (agent run, chat, gateway)"
         )
     return list(run.messages)
-
-
-def _model(backend: Backend | None) -> Backend:
-    if backend is None:
-        raise ToolError(
-            f"{READER_TOOL} has no model to ask here: only a run started by clawloop gives it "
-            "one. Tell the user"
-        )
-    return backend
