@@ -3,6 +3,10 @@
 A backend receives the whole conversation every call and keeps nothing between calls. It
 streams text as it is produced and ends with one :class:`Completion` holding the parsed
 assistant message, exactly as an OpenAI-compatible server returns it.
+
+A backend that can hold its output to ``ChatRequest.response_format`` (a JSON schema) says so
+with a true ``supports_response_format`` attribute; one without it would answer unconstrained,
+so code that relies on the schema asks :func:`supports_response_format` first.
 """
 
 from __future__ import annotations
@@ -45,3 +49,8 @@ class Backend(Protocol):
     def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
         """Stream the reply to ``request``; the last event is always a :class:`Completion`."""
         ...
+
+
+def supports_response_format(backend: object) -> bool:
+    """Whether ``backend`` constrains its output to a request's ``response_format``."""
+    return getattr(backend, "supports_response_format", False) is True

@@ -137,6 +137,24 @@ class ToolSpec(_Wire):
     function: FunctionSpec
 
 
+class ResponseFormat(_Wire):
+    """Output held to JSON valid for a schema, in the OpenAI wire shape:
+    ``{"type": "json_schema", "json_schema": {"name": N, "schema": S, "strict": true}}``."""
+
+    type: Literal["json_schema"] = "json_schema"
+    json_schema: dict[str, Any]
+
+    @classmethod
+    def for_schema(cls, schema: dict[str, Any], name: str = "answer") -> ResponseFormat:
+        """The format for output valid under ``schema``."""
+        return cls(json_schema={"name": name, "schema": schema, "strict": True})
+
+    def output_schema(self) -> dict[str, Any]:
+        """The JSON schema the output must be valid under."""
+        schema = self.json_schema.get("schema")
+        return schema if isinstance(schema, dict) else {"type": "object"}
+
+
 class ChatRequest(_Wire):
     """One stateless request: the whole conversation, the tools, and the decoding settings."""
 
@@ -156,6 +174,9 @@ class ChatRequest(_Wire):
     seed: int | None = None
     stop: list[str] | str | None = None
     stream: bool | None = None
+    # Output constrained to a JSON schema. Only a backend that says it honours this field
+    # (agent/backend.py: ``supports_response_format``) may be sent it; the others refuse it.
+    response_format: ResponseFormat | None = None
 
     def to_wire(self) -> dict[str, Any]:
         data = self.model_dump(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.backend import BackendEvent, Completion, TextDelta
+from agent.errors import BackendError
 from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.chat_template import ChatTemplate
 
@@ -33,6 +34,8 @@ class Decoder(Protocol):
     """Prefill + decode for one rendered prompt: yields text pieces, then one DecodeResult.
 
     ``tools`` is given so the decoder can constrain a tool call to the offered tools' schemas.
+    A decoder that holds its output to ``request.response_format`` has a true
+    ``supports_response_format`` attribute.
     """
 
     def decode(
@@ -50,7 +53,17 @@ class LocalBackend:
         self.adapter: Path | None = None  # the LoRA adapter the model runs with, if any
         self.context_tokens: int | None = None  # the model's context, where the decoder knows
 
+    @property
+    def supports_response_format(self) -> bool:
+        """Whether the decoder holds its output to a request's JSON schema."""
+        return getattr(self.decoder, "supports_response_format", False) is True
+
     def generate(self, request: ChatRequest) -> Iterator[BackendEvent]:
+        if request.response_format is not None and not self.supports_response_format:
+            raise BackendError(
+                f"the {self.name} backend cannot hold its output to a JSON schema "
+                "(response_format); use the llamacpp backend, or a server that supports it"
+            )
         began = time.monotonic()
         shown = request.tools if request.tool_choice != "none" else None
         prompt = self.template.render(request.messages, tools=shown, add_generation_prompt=True)

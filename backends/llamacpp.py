@@ -24,6 +24,11 @@ a call. ``tool_first=True`` (an option of this backend) applies ``required`` to 
 step of each user turn only: small models such as the bundled SmolLM2-135M rarely start a
 call on their own, and then answer from the tool's result.
 
+A request's ``response_format`` (a JSON schema) is a plain grammar from the first token: the
+GBNF llama.cpp's converter makes from the schema, with no whitespace between tokens, so the
+reply can only be compact JSON valid for the schema, then an end-of-turn token. It takes the
+place of the tool-call grammar for that request.
+
 Extra buffer types (AMX, weight repacking) are off by default on CPUs that advertise AMX:
 some virtual machines advertise it and then fault on its instructions (SIGILL inside a matrix
 product). ``CLAWLOOP_LLAMACPP_EXTRA_BUFFERS=1`` turns them back on.
@@ -37,7 +42,9 @@ from __future__ import annotations
 
 import atexit
 import codecs
+import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -142,11 +149,16 @@ def _new_llama(
 
 
 def default_extra_buffers() -> bool:
-    """Extra buffer types (AMX, weight repacking) unless the CPU advertises AMX.
+    """A request's ``response_format`` (a JSON schema) is a plain grammar from the first token: the
+    GBNF llama.cpp's converter makes from the schema, with no whitespace between tokens, so the
+    reply can only be compact JSON valid for the schema, then an end-of-turn token. It takes the
+    place of the tool-call grammar for that request.
 
-    Some virtual machines advertise AMX but fault on its instructions, which kills the process
-    with SIGILL in the middle of a matrix product; set CLAWLOOP_LLAMACPP_EXTRA_BUFFERS=1 to
-    use AMX anyway.
+    Extra buffer types (AMX, weight repacking) unless the CPU advertises AMX.
+
+        Some virtual machines advertise AMX but fault on its instructions, which kills the process
+        with SIGILL in the middle of a matrix product; set CLAWLOOP_LLAMACPP_EXTRA_BUFFERS=1 to
+        use AMX anyway.
     """
     env = os.environ.get("CLAWLOOP_LLAMACPP_EXTRA_BUFFERS")
     if env is not None:
@@ -166,8 +178,29 @@ def tool_call_gbnf(fmt: ToolCallFormat, tools: list[ToolSpec], max_calls: int = 
     return _GRAMMARS[key]
 
 
+def schema_gbnf(schema: dict[str, Any]) -> str:
+    """GBNF for compact JSON valid under ``schema``, cached; a schema llama.cpp's converter
+    cannot take is a :class:`BackendError` that says so."""
+    text = json.dumps(schema, sort_keys=True)
+    key = ("response_format", text, 0)
+    if key not in _GRAMMARS:
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        try:
+            rules = json_schema_to_gbnf(text)
+        except (AssertionError, ValueError, KeyError, TypeError, NotImplementedError) as exc:
+            raise BackendError(
+                f"response_format: llama.cpp cannot turn this schema into a grammar ({exc})"
+            ) from None
+        # Small models otherwise wander into runs of whitespace between the JSON tokens.
+        _GRAMMARS[key] = re.sub(r"^space ::= .*$", 'space ::= ""', rules, flags=re.M)
+    return _GRAMMARS[key]
+
+
 class LlamaCppDecoder:
     """Prefill + decode with llama.cpp, tool calls constrained by a grammar."""
+
+    supports_response_format = True
 
     def __init__(
         self,
@@ -279,7 +312,10 @@ class LlamaCppDecoder:
         from llama_cpp._internals import LlamaSampler
 
         sampler = LlamaSampler()
-        if tools:
+        if request.response_format is not None:
+            gbnf = schema_gbnf(request.response_format.output_schema())
+            sampler.add_grammar(llm._model, LlamaGrammar.from_string(gbnf, verbose=False))
+        elif tools:
             parallel = (request.model_extra or {}).get("parallel_tool_calls") is True
             fmt = self.tool_format
             gbnf = tool_call_gbnf(fmt, tools, MAX_PARALLEL_CALLS if parallel else 1)

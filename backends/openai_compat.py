@@ -67,6 +67,10 @@ class OpenAICompatBackend:
     """Streams chat completions from an OpenAI-compatible HTTP server."""
 
     name = "openai"
+    # A request's response_format goes to the server as it is (vLLM, SGLang, llama-server and
+    # OpenAI honour it). A server that ignores it may answer outside the schema, so code that
+    # relies on the schema still checks the answer, as the quarantined reader does.
+    supports_response_format = True
 
     def __init__(
         self,

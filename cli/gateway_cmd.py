@@ -133,7 +133,7 @@ def gateway(
         return
     bot_backend = build_backend(settings, {"script": str(script)} if script else None)
     # The skills folder is watched: a skill added, changed or approved is used from the next turn.
-    toolbox = build_toolbox(settings, None, _skills_notice)
+    toolbox = build_toolbox(settings, None, _skills_notice, bot_backend)
     loop = build_loop(settings, bot_backend, toolbox)
     options = GatewayOptions(
         ask_timeout_s=settings.approval_timeout,

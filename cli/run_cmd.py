@@ -133,7 +133,7 @@ def _prepare(
     backend = build_backend(settings, extra or None)
     notice = (lambda text: err_console.print(f"[dim]{text}[/dim]")) if watch else None
     # No standing approver in the toolbox: every ask is an event, answered in _drive.
-    toolbox = build_toolbox(settings, None, notice)
+    toolbox = build_toolbox(settings, None, notice, backend)
     return build_loop(settings, backend, toolbox), choose_approver(yes, as_json, err_console)
 
 

@@ -51,9 +51,15 @@ def build_backend(settings: Settings, extra: dict[str, Any] | None = None) -> Ba
 
 
 def build_toolbox(
-    settings: Settings, approver: Approver | None, watch: Callable[[str], None] | None = None
+    settings: Settings,
+    approver: Approver | None,
+    watch: Callable[[str], None] | None = None,
+    backend: Backend | None = None,
 ) -> Toolbox:
     """The skills' tools, each behind the sandbox policy and approvals.
+
+    ``backend`` is the run's model, handed to the tools that ask it questions of their own (the
+    quarantined reader); without it they say they cannot run.
 
     With ``approver`` None, asks are events for the front end; "always" answers are saved to
     the config file. With ``watch`` (a function that shows a one-line notice) the skills folder
@@ -76,6 +82,7 @@ def build_toolbox(
             "can write to, or use --mode read-only"
         )
     context = SkillContext.from_settings(settings.model_copy(update={"workspace": workspace}))
+    context.backend = backend
     context.runner.check()
     skillset = SkillSet(context, settings.skill_names)
     skillset.load()

@@ -8,6 +8,7 @@ from agent.plugins import hookimpl
 from skills.default_rules import FILES_RULES, SHELL_RULES, SIMPLE_RULES
 from skills.files import make_files_tools
 from skills.mail.tools import MAIL_RULES, make_mail_tools
+from skills.reader import READER_RULES, make_reader_tools
 from skills.shell import make_shell_tools
 from skills.simple import make_simple_tools
 from skills.skill import Skill
@@ -16,7 +17,7 @@ from skills.web.tools import make_web_tools
 
 @hookimpl
 def register_skills(register: Callable[[Skill], None]) -> None:
-    """``shell``, ``files``, ``mail``, ``web`` and ``simple``; each ``start`` takes a
+    """``shell``, ``files``, ``mail``, ``web``, ``reader`` and ``simple``; each ``start`` takes a
     :class:`SkillContext`."""
     register(
         Skill("shell", make_shell_tools, "Run bash commands in the sandbox.", rules=SHELL_RULES)
@@ -25,6 +26,14 @@ def register_skills(register: Callable[[Skill], None]) -> None:
     register(Skill("mail", make_mail_tools, "Send, search and read e-mail.", rules=MAIL_RULES))
     # Its tools exist only once ``[web] enabled = true``; its rules depend on ``[web] hosts``.
     register(Skill("web", make_web_tools, "Fetch web pages as text, and search the web."))
+    register(
+        Skill(
+            "reader",
+            make_reader_tools,
+            "Answer a question about untrusted text through a separate, tool-less model call.",
+            rules=READER_RULES,
+        )
+    )
     register(
         Skill(
             "simple",

@@ -1,7 +1,9 @@
 """What a skill's ``start`` is given: the workspace, sandbox settings, the runner, the redactor.
 
 ``options`` holds each skill's own config table (``[mail]`` for the mail skill) and ``environ``
-the environment credentials are read from; neither ever reaches the model.
+the environment credentials are read from; neither ever reaches the model. ``backend`` is the
+model the run uses, for a tool that asks it a question of its own (the quarantined reader);
+None where no run is wired (``agent tools call``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.backend import Backend
 from agent.errors import UserError
 from sandbox.audit import AuditLog
 from sandbox.paths import PathResolver, clawloop_dirs
@@ -38,6 +41,7 @@ class SkillContext:
     data_dir: Path | None = None
     options: dict[str, Any] = field(default_factory=dict)
     environ: Mapping[str, str] = field(default_factory=dict)
+    backend: Backend | None = None
 
     @classmethod
     def create(

@@ -61,6 +61,11 @@ class EngineDecoder:
         self.constraints = constraints  # a ConstraintFactory, or None to decode unconstrained
         self.tool_format = tool_format
 
+    @property
+    def supports_response_format(self) -> bool:
+        """A response_format is a grammar, so only a decoder with a grammar factory has it."""
+        return hasattr(self.constraints, "for_schema")
+
     def decode(
         self, prompt: str, request: ChatRequest, stop: list[str], tools: list[ToolSpec] | None
     ) -> Iterator[str | DecodeResult]:
@@ -68,7 +73,9 @@ class EngineDecoder:
 
         params = sampling_params_for(request, stop)
         constraint = None
-        if tools and self.constraints is not None:
+        if request.response_format is not None and self.constraints is not None:
+            constraint = self.constraints.for_schema(request.response_format.output_schema())
+        elif tools and self.constraints is not None:
             required = request.tool_choice == "required"
             constraint = self.constraints.for_tools(tools, required=required, fmt=self.tool_format)
         stream = self.engine.submit(self.tokenizer.encode(prompt), params, constraint)

@@ -171,6 +171,28 @@ class ConstraintFactory:
                     self._cache.popitem(last=False)
         return TokenConstraint(compiled, self.stop_token_ids)
 
+    def for_schema(self, schema: dict[str, Any]) -> TokenConstraint:
+        """A fresh constraint for compact JSON valid under ``schema`` (a response_format);
+        a schema xgrammar cannot compile is a :class:`UserError` that says so."""
+        key = json.dumps(["response_format", schema], sort_keys=True)
+        with self._cache_lock:
+            compiled = self._cache.get(key)
+        if compiled is None:
+            xgr = _xgrammar()
+            try:
+                compiled = self._compiler.compile_json_schema(
+                    json.dumps(schema), any_whitespace=False, strict_mode=True
+                )
+            except (RuntimeError, ValueError, TypeError, xgr.InvalidJSONError) as exc:
+                raise UserError(
+                    f"response_format: xgrammar cannot turn this schema into a grammar ({exc})"
+                ) from None
+            with self._cache_lock:
+                self._cache[key] = compiled
+                if len(self._cache) > _CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        return TokenConstraint(compiled, self.stop_token_ids)
+
     def _compile(
         self, specs: list[dict[str, Any]], required: bool, fmt: ToolCallFormat
     ) -> xgrammar.CompiledGrammar:

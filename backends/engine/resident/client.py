@@ -37,6 +37,10 @@ _LOG_CAP = 1 << 20
 class RemoteDecoder:
     """A :class:`backends.base.Decoder` whose prefill and decode run in the resident host."""
 
+    # The request crosses whole, and the host (started from this very code) holds its
+    # response_format as an in-process engine does.
+    supports_response_format = True
+
     def __init__(self, path: Path) -> None:
         self.path = path
 
