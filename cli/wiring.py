@@ -95,6 +95,35 @@ def system_prompt(text: str, toolbox: Toolbox) -> str:
     return prompt
 
 
+def memory_prompt(settings: Settings) -> str:
+    """The bounded part of memory every system prompt ends with ("" when off or empty)."""
+    if not settings.memory.enabled or not settings.memory.prompt_chars:
+        return ""
+    from skills.memory.recall import prompt_block
+    from skills.memory.store import MemoryStore
+    from skills.memory.tools import memory_folder
+
+    store = MemoryStore(memory_folder(settings.data_dir))
+    return prompt_block(store, settings.memory.prompt_chars)
+
+
+def with_memory(prompt: str | None, settings: Settings) -> str | None:
+    """``prompt`` ending with the memory as it is now, in place of the memory it ended with.
+
+    A session keeps the system prompt it started with (the loop writes it once), so its
+    prompt, and the model's cached prefix, stay the same from turn to turn; a new session
+    starts with the memory as it is then.
+    """
+    from skills.memory.recall import PROMPT_OPEN
+
+    if prompt is None:
+        return None
+    base, fence, _old = prompt.rpartition(f"\n\n{PROMPT_OPEN}")
+    block = memory_prompt(settings)
+    base = base if fence else prompt
+    return f"{base}\n\n{block}" if block else base
+
+
 _STANDARD = SmallModelSettings(answer_tool=False, select_tools=0, repeat_guard=False)
 
 
@@ -121,7 +150,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
     loop = AgentLoop(
         backend=backend,
         toolbox=toolbox,
-        system_prompt=system_prompt(prompt.text, toolbox),
+        system_prompt=with_memory(system_prompt(prompt.text, toolbox), settings),
         prompt_label=prompt.label,
         examples=prompt.examples,
         answer_tool=ANSWER_TOOL if small.answer_tool and toolbox.get(ANSWER_TOOL) else None,
@@ -153,7 +182,9 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
     if isinstance(toolbox, LiveToolbox):
         # After a reload, new sessions get the new skills list in their system prompt.
         toolbox.listeners.append(
-            lambda: setattr(loop, "system_prompt", system_prompt(prompt.text, toolbox))
+            lambda: setattr(
+                loop, "system_prompt", with_memory(system_prompt(prompt.text, toolbox), settings)
+            )
         )
     return loop
 
@@ -199,6 +230,8 @@ def run_traced(
 ) -> Iterator[Event]:
     """``loop.run`` with its trace written to the traces folder as it goes."""
     context = context or RunContext(cancel=loop.cancel)
+    if not any(m.role == "system" for m in session.messages):
+        loop.system_prompt = with_memory(loop.system_prompt, settings)
     writer = TraceWriter(settings.traces_dir, context.run_id, redactor(settings).redact)
 
     def start() -> None:

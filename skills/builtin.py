@@ -8,6 +8,7 @@ from agent.plugins import hookimpl
 from skills.default_rules import FILES_RULES, SHELL_RULES, SIMPLE_RULES
 from skills.files import make_files_tools
 from skills.mail.tools import MAIL_RULES, make_mail_tools
+from skills.memory.tools import MEMORY_CONSEQUENTIAL, MEMORY_RULES, make_memory_tools
 from skills.shell import make_shell_tools
 from skills.simple import make_simple_tools
 from skills.skill import Skill
@@ -15,13 +16,22 @@ from skills.skill import Skill
 
 @hookimpl
 def register_skills(register: Callable[[Skill], None]) -> None:
-    """``shell``, ``files``, ``mail`` and ``simple``; each ``start`` takes a
+    """``shell``, ``files``, ``mail``, ``memory`` and ``simple``; each ``start`` takes a
     :class:`SkillContext`."""
     register(
         Skill("shell", make_shell_tools, "Run bash commands in the sandbox.", rules=SHELL_RULES)
     )
     register(Skill("files", make_files_tools, "Read, write and search files.", rules=FILES_RULES))
     register(Skill("mail", make_mail_tools, "Send, search and read e-mail.", rules=MAIL_RULES))
+    register(
+        Skill(
+            "memory",
+            make_memory_tools,
+            "Remember, recall and forget what matters to the user; search past sessions.",
+            rules=MEMORY_RULES,
+            consequential=MEMORY_CONSEQUENTIAL,
+        )
+    )
     register(
         Skill(
             "simple",
