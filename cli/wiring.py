@@ -22,6 +22,7 @@ from agent.trace import TraceWriter, traced
 from cli.config import Settings, SmallModelSettings
 from sandbox.secrets import Redactor, find_secrets
 from skills.guard import Approver
+from skills.memory.tools import NOT_FOR_SMALL_MODELS
 from skills.simple import ANSWER_TOOL
 from skills.simple_command import COMMAND_TOOL
 
@@ -159,7 +160,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
                 small.select_tools,
                 always=[ANSWER_TOOL],
                 general=[COMMAND_TOOL] if small.command_tool else [],
-                never=[] if small.command_tool else [COMMAND_TOOL],
+                never=[*NOT_FOR_SMALL_MODELS, *([] if small.command_tool else [COMMAND_TOOL])],
                 look_first=small.look_first,
             )
             if small.select_tools

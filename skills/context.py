@@ -114,7 +114,6 @@ class SkillContext:
                 "skills_dir": getattr(settings, "skills_path", None),
                 "memory": getattr(settings, "memory", None),
                 "sessions_dir": getattr(settings, "sessions_dir", None),
-                "small_model": bool(getattr(settings, "small_model", False)),
             },
             config_path=getattr(settings, "config_path", None),
             own_places=_settings_places(settings),

@@ -77,4 +77,5 @@ def _fits_prompt(entry: Entry) -> bool:
 
 
 def _prompt_line(entry: Entry) -> str:
-    return f"- {entry.date}: {entry.text}" if entry.date else f"- {entry.text}"
+    # Without its date: digits cost a token each, and a fact's date is what recall is for.
+    return f"- {entry.text}"

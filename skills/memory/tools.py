@@ -32,8 +32,8 @@ MEMORY_RULES = DefaultRules(
 )
 # The arguments the data-flow gate checks word by word once untrusted content was read.
 MEMORY_CONSEQUENTIAL = {"memory.remember": ["text"], "memory.forget": ["query"]}
-# The small-model profile offers the two tools a narrow model can use well.
-SMALL_MODEL_TOOLS = ("remember", "recall")
+# Tools the small-model profile does not show its narrow model (see cli/wiring.py).
+NOT_FOR_SMALL_MODELS = ("forget", "search_sessions")
 INDEX_FILE = "sessions-index.sqlite3"
 MAX_RECALLED = 8
 MAX_FORGET = 5
@@ -114,15 +114,12 @@ def make_memory_tools(context: SkillContext) -> list[Tool]:
         index.update()
         return found_in_sessions(index.search(query, limit), query)
 
-    tools = {
-        "remember": with_rule(function_tool(remember), "memory.remember", "other"),
-        "recall": with_rule(function_tool(recall), "memory.recall", "read"),
-        "forget": with_rule(function_tool(forget), "memory.forget", "other"),
-        "search_sessions": with_rule(function_tool(search_sessions), "memory.search", "read"),
-    }
-    if context.options.get("small_model"):
-        return [tools[name] for name in SMALL_MODEL_TOOLS]
-    return list(tools.values())
+    return [
+        with_rule(function_tool(remember), "memory.remember", "other"),
+        with_rule(function_tool(recall), "memory.recall", "read"),
+        with_rule(function_tool(forget), "memory.forget", "other"),
+        with_rule(function_tool(search_sessions), "memory.search", "read"),
+    ]
 
 
 def untrusted_source() -> str:
