@@ -21,6 +21,7 @@ from connectors.settings import ConnectorsSettings, GatewaySettings
 from sandbox.settings import SandboxSettings
 from skills.mail.config import MailSettings
 from skills.mcp.config import McpServer
+from skills.memory.config import MemorySettings
 from skills.web.config import WebSettings
 
 APP = "clawloop"
@@ -177,6 +178,8 @@ class Settings(BaseModel):
     config_path: Path | None = None
     # Terminal control sequences in output are shown (as ^[) unless this is set (or --raw).
     raw_output: bool = False
+    # [memory]: the memory skill and the share of memory every system prompt carries.
+    memory: MemorySettings = Field(default_factory=MemorySettings)
 
     @property
     def small_model(self) -> bool:
@@ -205,7 +208,9 @@ class Settings(BaseModel):
         """The skills in effect: the configured list, else the profile's (None: the defaults)."""
         if self.skills is not None:
             return self.skills
-        return ["simple"] if self.small_model else None
+        if not self.small_model:
+            return None
+        return ["simple", "memory"] if self.memory.enabled else ["simple"]
 
     @property
     def sessions_dir(self) -> Path:

@@ -64,7 +64,9 @@ def _mount_optional_groups() -> None:
     from cli.engine_cmd import engine_app
     from cli.eval_cmd import evaluate
     from cli.gateway_cmd import gateway
+    from cli.memory_cmd import memory_app
     from cli.pairing_cmd import pairing_app
+    from cli.sessions_search_cmd import search as _sessions_search  # noqa: F401 (registers)
     from cli.skills_cmd import skills_app
     from cli.tools_cmd import tools_app
     from cli.traces_cmd import traces_app
@@ -81,6 +83,8 @@ def _mount_optional_groups() -> None:
     app.command("gateway")(gateway)
     app.add_typer(pairing_app, name="pairing")
     app.add_typer(cron_app, name="cron")
+
+    app.add_typer(memory_app, name="memory")
     app.command("train")(train)
     app.command("usage")(usage)
 

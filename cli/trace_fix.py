@@ -126,7 +126,9 @@ def _replay_prompt(
     """The recorded prompt, replayed in ``workspace`` (a fresh empty folder by default)."""
     with tempfile.TemporaryDirectory(prefix="clawloop-fix-") as tmp:
         folder = workspace if workspace is not None else Path(tmp)
-        settings = settings.model_copy(update={"workspace": folder})
+        # A fixed run may become training data: the user's memory stays out of its prompt.
+        memory = settings.memory.model_copy(update={"enabled": False})
+        settings = settings.model_copy(update={"workspace": folder, "memory": memory})
         # A throwaway folder may be changed freely; the person's own folder asks as usual.
         approver = AutoApprover() if workspace is None else choose_approver(yes)
         toolbox = build_toolbox(settings, approver)

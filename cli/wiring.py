@@ -25,6 +25,7 @@ from cli.budgets import budget_for
 from cli.config import Settings, SmallModelSettings
 from sandbox.secrets import Redactor, find_secrets
 from skills.guard import Approver
+from skills.memory.tools import NOT_FOR_SMALL_MODELS
 from skills.simple import ANSWER_TOOL
 from skills.simple_command import COMMAND_TOOL
 
@@ -109,6 +110,35 @@ def system_prompt(text: str, toolbox: Toolbox) -> str:
     return prompt
 
 
+def memory_prompt(settings: Settings) -> str:
+    """The bounded part of memory every system prompt ends with ("" when off or empty)."""
+    if not settings.memory.enabled or not settings.memory.prompt_chars:
+        return ""
+    from skills.memory.recall import prompt_block
+    from skills.memory.store import MemoryStore
+    from skills.memory.tools import memory_folder
+
+    store = MemoryStore(memory_folder(settings.data_dir))
+    return prompt_block(store, settings.memory.prompt_chars)
+
+
+def with_memory(prompt: str | None, settings: Settings) -> str | None:
+    """``prompt`` ending with the memory as it is now, in place of the memory it ended with.
+
+    A session keeps the system prompt it started with (the loop writes it once), so its
+    prompt, and the model's cached prefix, stay the same from turn to turn; a new session
+    starts with the memory as it is then.
+    """
+    from skills.memory.recall import PROMPT_OPEN
+
+    if prompt is None:
+        return None
+    base, fence, _old = prompt.rpartition(f"\n\n{PROMPT_OPEN}")
+    block = memory_prompt(settings)
+    base = base if fence else prompt
+    return f"{base}\n\n{block}" if block else base
+
+
 _STANDARD = SmallModelSettings(answer_tool=False, select_tools=0, repeat_guard=False)
 
 
@@ -135,7 +165,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
     loop = AgentLoop(
         backend=backend,
         toolbox=toolbox,
-        system_prompt=system_prompt(prompt.text, toolbox),
+        system_prompt=with_memory(system_prompt(prompt.text, toolbox), settings),
         prompt_label=prompt.label,
         examples=prompt.examples,
         answer_tool=ANSWER_TOOL if small.answer_tool and toolbox.get(ANSWER_TOOL) else None,
@@ -144,7 +174,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
                 small.select_tools,
                 always=[ANSWER_TOOL],
                 general=[COMMAND_TOOL] if small.command_tool else [],
-                never=[] if small.command_tool else [COMMAND_TOOL],
+                never=[*NOT_FOR_SMALL_MODELS, *([] if small.command_tool else [COMMAND_TOOL])],
                 look_first=small.look_first,
             )
             if small.select_tools
@@ -169,7 +199,9 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
     if isinstance(toolbox, LiveToolbox):
         # After a reload, new sessions get the new skills list in their system prompt.
         toolbox.listeners.append(
-            lambda: setattr(loop, "system_prompt", system_prompt(prompt.text, toolbox))
+            lambda: setattr(
+                loop, "system_prompt", with_memory(system_prompt(prompt.text, toolbox), settings)
+            )
         )
     return loop
 
@@ -250,6 +282,9 @@ def run_traced(
         context.budget = budget_for(settings, chat if isinstance(chat, str) else None)
     backend = getattr(loop.backend, "name", settings.backend)
     prices = settings.usage.prices_for(backend, settings.backend_options().get("model"))
+
+    if not any(m.role == "system" for m in session.messages):
+        loop.system_prompt = with_memory(loop.system_prompt, settings)
     writer = TraceWriter(settings.traces_dir, context.run_id, redactor(settings).redact)
 
     def start() -> None:

@@ -8,6 +8,7 @@ from agent.plugins import hookimpl
 from skills.default_rules import FILES_RULES, SHELL_RULES, SIMPLE_RULES
 from skills.files import make_files_tools
 from skills.mail.tools import MAIL_RULES, make_mail_tools
+from skills.memory.tools import MEMORY_CONSEQUENTIAL, MEMORY_RULES, make_memory_tools
 from skills.reader import READER_RULES, make_reader_tools
 from skills.shell import make_shell_tools
 from skills.simple import make_simple_tools
@@ -17,8 +18,8 @@ from skills.web.tools import make_web_tools
 
 @hookimpl
 def register_skills(register: Callable[[Skill], None]) -> None:
-    """``shell``, ``files``, ``mail``, ``web``, ``reader`` and ``simple``; each ``start`` takes a
-    :class:`SkillContext`."""
+    """``shell``, ``files``, ``mail``, ``web``, ``reader``, ``memory`` and ``simple``; each
+    ``start`` takes a :class:`SkillContext`."""
     register(
         Skill("shell", make_shell_tools, "Run bash commands in the sandbox.", rules=SHELL_RULES)
     )
@@ -32,6 +33,15 @@ def register_skills(register: Callable[[Skill], None]) -> None:
             make_reader_tools,
             "Answer a question about untrusted text through a separate, tool-less model call.",
             rules=READER_RULES,
+        )
+    )
+    register(
+        Skill(
+            "memory",
+            make_memory_tools,
+            "Remember, recall and forget what matters to the user; search past sessions.",
+            rules=MEMORY_RULES,
+            consequential=MEMORY_CONSEQUENTIAL,
         )
     )
     register(

@@ -117,6 +117,8 @@ class SkillContext:
                 "web": getattr(settings, "web", None),
                 "mcp": dict(getattr(settings, "mcp", None) or {}),
                 "skills_dir": getattr(settings, "skills_path", None),
+                "memory": getattr(settings, "memory", None),
+                "sessions_dir": getattr(settings, "sessions_dir", None),
             },
             config_path=getattr(settings, "config_path", None),
             own_places=_settings_places(settings),

@@ -65,6 +65,10 @@ def test_list_shows_every_tool_with_schema_and_origin(settings: Settings) -> Non
         "files_edit",
         "files_list",
         "files_search",
+        "remember",
+        "recall",
+        "forget",
+        "search_sessions",
     }
     assert data["files_edit"]["rule"] == "files.edit" and data["shell"]["source"] == "builtin"
     assert data["files_edit"]["parameters"]["required"] == ["path", "old_text", "new_text"]

@@ -1,0 +1,1 @@
+"""The built-in ``memory`` skill: what the assistant keeps about its user, in plain files."""

@@ -1,0 +1,20 @@
+"""The ``[memory]`` config table: whether memory is on, and how much of it every prompt carries."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class MemorySettings(BaseModel):
+    """``[memory]``: the remember/recall tools, the session search, the prompt's share."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(
+        default=True, description="offer the memory tools and put memory in the system prompt"
+    )
+    prompt_chars: int = Field(
+        default=1200,
+        ge=0,
+        description="at most this many characters of memory in every system prompt (0: none)",
+    )
