@@ -29,7 +29,8 @@ _ALIASES = {
 
 
 def _store() -> MemoryStore:
-    return MemoryStore(memory_folder(load_settings().data_dir))
+    settings = load_settings()
+    return MemoryStore(memory_folder(settings.data_dir, settings.memory))
 
 
 def _file(store: MemoryStore, which: str) -> str:

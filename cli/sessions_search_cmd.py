@@ -23,7 +23,7 @@ def search(
 ) -> None:
     """Find past messages that mention QUERY's words, best first (the index updates itself)."""
     settings = load_settings()
-    index = session_index(settings.data_dir, settings.sessions_dir)
+    index = session_index(settings.data_dir, settings.sessions_dir, settings.memory)
     index.update()
     hits = index.search(query, limit)
     if not hits:

@@ -118,7 +118,7 @@ def memory_prompt(settings: Settings) -> str:
     from skills.memory.store import MemoryStore
     from skills.memory.tools import memory_folder
 
-    store = MemoryStore(memory_folder(settings.data_dir))
+    store = MemoryStore(memory_folder(settings.data_dir, settings.memory))
     return prompt_block(store, settings.memory.prompt_chars)
 
 

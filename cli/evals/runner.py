@@ -66,14 +66,20 @@ def run_task(
     The trace records the task itself (prompt, files, check), so a failed run can be replayed
     and graded again later (`agent traces fix`); ``extra`` adds fields to its first line.
     """
-    with tempfile.TemporaryDirectory(prefix=f"clawloop-eval-{task.id}-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix=f"clawloop-eval-{task.id}-") as tmp,
+        tempfile.TemporaryDirectory(prefix="clawloop-eval-memory-") as memory,
+    ):
         workspace = Path(tmp)
         for rel, content in task.files.items():
             path = workspace / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8")
         workspace.chmod(0o755)
-        updates: dict[str, object] = {"workspace": workspace}
+        # A suite measures the model the same for everyone: the memory tools are offered, over
+        # an empty memory of the task's own, never the user's.
+        own_memory = variant.settings.memory.model_copy(update={"folder": Path(memory)})
+        updates: dict[str, object] = {"workspace": workspace, "memory": own_memory}
         if task.max_steps is not None:
             updates["max_steps"] = task.max_steps
         settings = variant.settings.model_copy(update=updates)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -17,4 +19,8 @@ class MemorySettings(BaseModel):
         default=1200,
         ge=0,
         description="at most this many characters of memory in every system prompt (0: none)",
+    )
+    folder: Path | None = Field(
+        default=None,
+        description="where memory and its session index live (unset: memory/ in the data folder)",
     )

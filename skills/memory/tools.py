@@ -40,13 +40,20 @@ MAX_FORGET = 5
 MAX_HITS = 20
 
 
-def memory_folder(data_dir: Path) -> Path:
-    """Where the memory files live: ``memory`` in the data folder."""
+def memory_folder(data_dir: Path, settings: MemorySettings | None = None) -> Path:
+    """Where the memory files live: the configured folder, else ``memory`` in the data folder."""
+    if settings is not None and settings.folder is not None:
+        return settings.folder
     return data_dir / "memory"
 
 
-def session_index(data_dir: Path, sessions_dir: Path | None = None) -> SessionIndex:
-    """The full-text index of the sessions folder, kept in the data folder."""
+def session_index(
+    data_dir: Path, sessions_dir: Path | None = None, settings: MemorySettings | None = None
+) -> SessionIndex:
+    """The full-text index of the sessions folder, kept in the data folder. A memory kept in
+    a folder of its own (an eval's empty one) has its own index and past sessions there."""
+    if settings is not None and settings.folder is not None:
+        return SessionIndex(settings.folder / INDEX_FILE, settings.folder / "sessions")
     return SessionIndex(data_dir / INDEX_FILE, sessions_dir or data_dir / "sessions")
 
 
@@ -57,8 +64,8 @@ def make_memory_tools(context: SkillContext) -> list[Tool]:
         return []
     if context.data_dir is None:
         return []
-    store = MemoryStore(memory_folder(context.data_dir))
-    index = session_index(context.data_dir, context.options.get("sessions_dir"))
+    store = MemoryStore(memory_folder(context.data_dir, settings))
+    index = session_index(context.data_dir, context.options.get("sessions_dir"), settings)
 
     def remember(
         text: Annotated[

@@ -157,3 +157,31 @@ def test_agent_eval_command_prints_json_per_task(tmp_path: Path) -> None:
         "greet": True,
     }
     assert variant["passed"] == 1 and variant["total"] == 3 and 0 < variant["low"] < 0.34
+
+
+def test_a_task_sees_an_empty_memory_of_its_own_never_the_users(tmp_path: Path) -> None:
+    from skills.memory.store import MemoryStore
+    from skills.memory.tools import memory_folder
+
+    settings = load_settings({"backend": "fake", "profile": "standard", "skills": ["memory"]})
+    MemoryStore(memory_folder(settings.data_dir)).add("the user's name is Zorblat", "profile")
+
+    def recalls(request: ChatRequest) -> AssistantMessage:
+        seen = [m for m in request.messages if m.role == "tool"]
+        if seen:
+            return AssistantMessage(content=f"recalled: {seen[-1].content}")
+        return AssistantMessage(tool_calls=[ToolCall.make("recall", {"query": "name"})])
+
+    suite_path = tmp_path / "memory.yaml"
+    suite_path.write_text(
+        "name: memory\ntasks:\n  - id: name\n    prompt: What is my name?\n"
+        "    check: {answer_regex: 'recalled'}\n",
+        encoding="utf-8",
+    )
+    variant = Variant("recalls", settings, FakeBackend([recalls] * 5))  # type: ignore[list-item]
+    run_suite(load_suite(suite_path), [variant])
+    [result] = variant.results
+    assert result.answer is not None and result.answer.startswith("recalled:")
+    assert "Zorblat" not in result.answer  # the tool ran, over the task's own empty memory
+    system = variant.backend.requests[0].messages[0].content  # type: ignore[attr-defined]
+    assert "Zorblat" not in str(system)
