@@ -13,6 +13,9 @@ greeting, a general question), only they are. With ``look_first``, a message tha
 does match a tool may not call an ``always`` tool in the first reply: the model looks before it
 answers. That tool is still shown (only the grammar holds it back), so every step of a task
 renders the same tool list and the prompt keeps its cached prefix from step to step.
+Tools named in ``cued`` are offered when, and only when, the message holds one of their cue
+phrases: a tool whose description shares everyday words with chat ("today", "help") would
+otherwise be called for a "thanks, that is all for today".
 The loop still validates every call against the whole toolbox.
 """
 
@@ -20,8 +23,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.messages import Message, ToolSpec
@@ -111,6 +114,7 @@ class LexicalToolSelector:
     always: Sequence[str] = ()
     general: Sequence[str] = ()
     never: Sequence[str] = ()  # tools switched off for this model
+    cued: Mapping[str, Sequence[str]] = field(default_factory=dict)  # tool -> cue phrases
     relative: float = 0.5  # a tool must score at least this share of the best tool's score
     look_first: bool = False
 
@@ -127,7 +131,16 @@ class LexicalToolSelector:
         if not isinstance(query, str):
             return [s for s in specs if s.function.name not in self.never], None
         terms = set(words(query))
-        specs = [s for s in specs if s.function.name not in self.never]
+        lowered = query.lower()
+        specs = [
+            s
+            for s in specs
+            if s.function.name not in self.never
+            and (
+                s.function.name not in self.cued
+                or any(cue in lowered for cue in self.cued[s.function.name])
+            )
+        ]
         docs = {s.function.name: set(words(_document(s))) for s in specs}
         scores = {name: _score(terms, doc, docs) for name, doc in docs.items()}
         fixed = {*self.always, *self.general}
@@ -143,6 +156,7 @@ class LexicalToolSelector:
             key=lambda s: -scores[s.function.name],
         )
         keep = {s.function.name for s in ranked[: self.k]}
+        keep |= {s.function.name for s in specs if s.function.name in self.cued}  # cue matched
         if keep or _names_a_choice(query, specs) or any(scores.get(n, 0) > 0 for n in self.general):
             keep |= {name for name in self.general if name in scores}
         first_reply = bool(messages) and messages[-1].role == "user"

@@ -25,7 +25,7 @@ from cli.budgets import budget_for
 from cli.config import Settings, SmallModelSettings
 from sandbox.secrets import Redactor, find_secrets
 from skills.guard import Approver
-from skills.memory.tools import NOT_FOR_SMALL_MODELS
+from skills.memory.tools import NOT_FOR_SMALL_MODELS, SMALL_MODEL_CUES
 from skills.simple import ANSWER_TOOL
 from skills.simple_command import COMMAND_TOOL
 
@@ -176,6 +176,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
                 general=[COMMAND_TOOL] if small.command_tool else [],
                 never=[*NOT_FOR_SMALL_MODELS, *([] if small.command_tool else [COMMAND_TOOL])],
                 look_first=small.look_first,
+                cued=SMALL_MODEL_CUES,
             )
             if small.select_tools
             else None

@@ -34,6 +34,20 @@ MEMORY_RULES = DefaultRules(
 MEMORY_CONSEQUENTIAL = {"memory.remember": ["text"], "memory.forget": ["query"]}
 # Tools the small-model profile does not show its narrow model (see cli/wiring.py).
 NOT_FOR_SMALL_MODELS = ("forget", "search_sessions")
+# The phrases that offer a memory tool to the small model; its descriptions share words with
+# everyday chat ("today", "help"), and a small model calls whatever it is offered.
+SMALL_MODEL_CUES: dict[str, tuple[str, ...]] = {
+    "remember": ("remember", "my name is", "note that", "don't forget", "keep in mind"),
+    "recall": (
+        "remember",
+        "recall",
+        "my name",
+        "who am i",
+        "about me",
+        "did i tell you",
+        "did i say",
+    ),
+}
 INDEX_FILE = "sessions-index.sqlite3"
 MAX_RECALLED = 8
 MAX_FORGET = 5

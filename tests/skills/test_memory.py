@@ -203,5 +203,9 @@ def test_the_small_models_selector_reaches_recall_and_remember(tmp_path: Path) -
     assert "recall" in shown("what is my name?")
     assert "remember" in shown("remember that my cat is called Pixel")
     assert not {"recall", "remember"} & shown("how many lines are in notes.txt?")
+    # Chat that shares a word with their descriptions ("today") offers neither: without cue
+    # phrases, "Thanks, that is all for today!" once called remember with the thanks.
+    assert not {"recall", "remember"} & shown("Thanks, that is all for today!")
+    assert "remember" in shown("My name is Zorblat")
     # forget and search_sessions are left to larger models: never shown to the small one.
     assert not {"forget", "search_sessions"} & shown("forget my cat; search sessions for Pixel")
