@@ -37,6 +37,8 @@ SMALL_TALK = [
 ]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # 150 turns of the real model: a few minutes on two idle cores
 def test_a_300_message_chat_keeps_answering_and_keeps_its_first_facts(
     lt: LoopThread, fake: FakeTelegram, tmp_path: Path
 ) -> None:
