@@ -19,6 +19,10 @@ agent fails. `teach` is the whole demonstration, each step a real `agent` comman
 4. `agent eval fresh.yaml` and `agent eval evals/basic.yaml` with the new adapter: the figures
    after, and what the rest of the agent lost.
 
+``--replay N`` adds the gold runs of N generated tasks of the basic suite's own families to the
+same training round (`replay.jsonl`, passed with `--data`), so that the families the adapter
+already knows are rehearsed beside the new ones. The new families get no extra examples.
+
 The agent's own configuration is used (set `CLAWLOOP_CONFIG` to choose one); results and logs
 go to ``--out``. Nothing is downloaded; every server is on 127.0.0.1.
 """
@@ -51,6 +55,7 @@ from cli.evals.suite import Suite, load_suite  # noqa: E402
 
 FRESH_SEED = 90210
 TRAIN_SEED = 31337
+REPLAY_SEED = 4242
 SHIPPED = ROOT / "backends" / "adapters" / "smollm2-135m-clawloop.gguf"
 
 
@@ -180,6 +185,22 @@ def screen(args: argparse.Namespace) -> None:
     print(_line(evaluate(out / "screen.yaml", args.adapter, out, "screen")))
 
 
+def replay(count: int, avoid: Suite, out: Path) -> Path:
+    """Gold runs of ``count`` generated tasks of the basic families, as a `--data` file."""
+    from rich.console import Console
+
+    from cli.evals.generators.curriculum import trainable
+    from cli.evals.generators.families import BASIC_FAMILIES
+    from cli.train_sources import gold_examples
+
+    families = trainable(list(BASIC_FAMILIES), command_tool=False)
+    made = generate(count, REPLAY_SEED, families, list(avoid.tasks))
+    folder = out / "replay"
+    folder.mkdir(parents=True, exist_ok=True)
+    gold_examples(Console(stderr=True), made, folder)
+    return folder / "curriculum.jsonl"
+
+
 def teach(args: argparse.Namespace) -> None:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -194,14 +215,15 @@ def teach(args: argparse.Namespace) -> None:
     print(f"families: {', '.join(args.family)}; {len(train)} training tasks, {len(fresh)} fresh")
     basic_path = ROOT / "evals" / "basic.yaml"
     # Two evals at once: each is one process on one llama.cpp thread.
-    before = [(out / "fresh.yaml", args.adapter, "fresh, before")]
+    before = [] if args.no_before else [(out / "fresh.yaml", args.adapter, "fresh, before")]
     if args.basic_before:
         before.append((basic_path, args.adapter, "basic, before"))
     results = _evaluate_all(before, out)
     started = time.monotonic()
+    extra = ["--data", str(replay(args.replay, avoid, out))] if args.replay else []
     with scripted_teacher(train) as url:
         agent(
-            *("train", "--teacher", "openai", "--base-url", url),
+            *("train", "--teacher", "openai", "--base-url", url, *extra),
             *("--teacher-suite", str(out / "train.yaml"), "--start-from", args.adapter),
             *("--epochs", str(args.epochs), "--lr", str(args.lr), "--out", str(out / "round")),
             log=out / "log.txt",
@@ -214,6 +236,7 @@ def teach(args: argparse.Namespace) -> None:
     after = [(out / "fresh.yaml", adapter, "fresh, after"), (basic_path, adapter, "basic, after")]
     results += _evaluate_all(after, out)
     summary = {"families": args.family, "teacher": taught, "train_seconds": trained}
+    summary["replay"] = manifest["data"].get("examples", 0) - taught["examples"]
     summary["results"] = results
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
 
@@ -233,6 +256,10 @@ def main() -> None:
     teach_p.add_argument("--epochs", type=int, default=2)
     teach_p.add_argument("--lr", type=float, default=3e-4)
     teach_p.add_argument("--basic-before", action="store_true", help="also eval basic before")
+    teach_p.add_argument("--no-before", action="store_true", help="skip the fresh tasks' before")
+    teach_p.add_argument(
+        "--replay", type=int, default=0, help="gold tasks of the basic families trained beside"
+    )
     args = parser.parse_args()
     screen(args) if args.step == "screen" else teach(args)
 

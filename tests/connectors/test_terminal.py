@@ -39,6 +39,7 @@ def test_json_output_shows_the_ask_and_who_answered(tmp_path: Path, ws: Path) ->
     )  # fmt: skip
     events = [json.loads(line) for line in yes.stdout.splitlines()]
     kinds = [e["type"] for e in events]
+    assert "approval_requested" in kinds, (yes.stdout, yes.stderr)
     assert (
         kinds.index("approval_requested")
         < kinds.index("approval_resolved")

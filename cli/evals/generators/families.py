@@ -374,7 +374,7 @@ def chat(rng: random.Random) -> Generated:
     return Generated("chat", prompt, {}, Check(answer_regex=r"\w", max_calls=0), [], answer)
 
 
-FAMILIES: dict[str, Generator] = {
+BASIC_FAMILIES: dict[str, Generator] = {
     "count": count,
     "find": find,
     "value": value,
@@ -396,7 +396,7 @@ def _all_families() -> dict[str, Generator]:
     from cli.evals.generators.families_change import CHANGE_FAMILIES
     from cli.evals.generators.families_read import READ_FAMILIES
 
-    return {**FAMILIES, **READ_FAMILIES, **CHANGE_FAMILIES}
+    return {**BASIC_FAMILIES, **READ_FAMILIES, **CHANGE_FAMILIES}
 
 
 FAMILIES = _all_families()
