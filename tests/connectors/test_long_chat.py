@@ -69,7 +69,7 @@ def test_a_300_message_chat_keeps_answering_and_keeps_its_first_facts(
     assert len(said) == 150  # with a reply each: 300 messages
     for n, text in enumerate(said, 1):
         fake.say(OWNER, OWNER, text)
-        wait_for(lambda n=n: len(answers(fake)) >= n, timeout=120, what=f"reply {n}")
+        wait_for(lambda n=n: len(answers(fake)) >= n, timeout=300, what=f"reply {n}")
     lt.run(gateway.stop())
     replies = answers(fake)
     assert len(replies) == 150
