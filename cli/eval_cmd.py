@@ -59,6 +59,8 @@ def evaluate(
             "model": model,
             "adapter": adapter,
             "decoding.temperature": temperature,
+            # A suite measures the model, the same for everyone: the user's memory stays out.
+            "memory.enabled": False,
         }
     )
     variants = []

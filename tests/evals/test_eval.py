@@ -159,7 +159,7 @@ def test_agent_eval_command_prints_json_per_task(tmp_path: Path) -> None:
     assert variant["passed"] == 1 and variant["total"] == 3 and 0 < variant["low"] < 0.34
 
 
-def test_a_task_sees_an_empty_memory_of_its_own_never_the_users(tmp_path: Path) -> None:
+def test_a_task_never_sees_the_users_memory(tmp_path: Path) -> None:
     from skills.memory.store import MemoryStore
     from skills.memory.tools import memory_folder
 
@@ -182,6 +182,6 @@ def test_a_task_sees_an_empty_memory_of_its_own_never_the_users(tmp_path: Path) 
     run_suite(load_suite(suite_path), [variant])
     [result] = variant.results
     assert result.answer is not None and result.answer.startswith("recalled:")
-    assert "Zorblat" not in result.answer  # the tool ran, over the task's own empty memory
+    assert "Zorblat" not in result.answer  # the tool ran over the task's own empty memory
     system = variant.backend.requests[0].messages[0].content  # type: ignore[attr-defined]
     assert "Zorblat" not in str(system)

@@ -116,19 +116,19 @@ def http_server() -> Iterator[int]:
 
 def test_a_streamable_http_server(tmp_path: Path, http_server: int) -> None:
     url = f"http://127.0.0.1:{http_server}/mcp"
-    skillset, toolbox = loop_with(tmp_path, {"web": McpServer(url=url)}, {})
+    skillset, toolbox = loop_with(tmp_path, {"notes": McpServer(url=url)}, {})
     try:
         added, noted, again = run(
             toolbox,
-            ("web_add", {"a": 1, "b": 2}),
-            ("web_remember", {"text": "buy milk"}),
-            ("web_remember", {"text": "call bob"}),
+            ("notes_add", {"a": 1, "b": 2}),
+            ("notes_remember", {"text": "buy milk"}),
+            ("notes_remember", {"text": "call bob"}),
         )
         assert added.ok and "3" in added.content
         # One long-lived session: the server keeps its state between calls.
         assert noted.ok and "noted (1 notes)" in noted.content
         assert again.ok and "noted (2 notes)" in again.content
-        assert skillset.skills["web"].source == f"mcp {url}"
+        assert skillset.skills["notes"].source == f"mcp {url}"
     finally:
         skillset.close()
 

@@ -139,7 +139,11 @@ def test_a_fixed_run_is_trained_on_from_the_traces_folder(tiny_gguf: Path, tmp_p
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps([_turn("answer", text="It has 4 lines.")] * 4))
     config = tmp_path / "config.toml"
-    config.write_text(f'profile = "small"\n[backends.fake]\nscript = "{wrong}"\n')
+    # Memory off: with it, the fixed run's trace lists the memory tools, and the example
+    # passes the trainer's 2048 tokens (a known gap: docs/assistant.md, Memory).
+    config.write_text(
+        f'profile = "small"\n[memory]\nenabled = false\n[backends.fake]\nscript = "{wrong}"\n'
+    )
     suite = tmp_path / "teach.yaml"
     suite.write_text(SUITE)
     env = {"CLAWLOOP_DATA_DIR": str(tmp_path / "data"), "CLAWLOOP_CONFIG": str(config)}
