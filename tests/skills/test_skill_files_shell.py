@@ -53,7 +53,9 @@ def test_the_builtin_tools_and_their_rule_names(ws: Path) -> None:
         "files_list": ("files.list", "builtin"),
         "files_search": ("files.search", "builtin"),
     }
-    with pytest.raises(UserError, match="known skills: files, mail, memory, reader, shell, simple, web"):
+    with pytest.raises(
+        UserError, match="known skills: files, mail, memory, reader, shell, simple, web"
+    ):
         build_tools(context, ["shell", "nope"])
 
 
