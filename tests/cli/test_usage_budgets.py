@@ -20,15 +20,6 @@ READ_NOTES = [
 ]
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "notes.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
-    os.chmod(ws, 0o777)
-    return ws
-
-
 def configure(text: str) -> None:
     Path(os.environ["CLAWLOOP_CONFIG"]).write_text(text, encoding="utf-8")
 
