@@ -3,7 +3,8 @@
 The base model is a GGUF file loaded by transformers (dequantized to float32); the adapter is
 written as a GGUF LoRA file next to a manifest of the data, the base model's hash and the
 settings. A run killed part-way restarts from its last epoch's checkpoint when it is started
-again with the same data and settings.
+again with the same data and settings; started again with more epochs, a finished run goes
+on from where it ended.
 """
 
 from __future__ import annotations
@@ -159,6 +160,11 @@ def train(
         optimizer.load_state_dict(saved["optimizer"])
         start_epoch, epoch_losses = saved["epoch"], list(saved["epoch_losses"])
         start_step, start_total = saved.get("step", 0), saved.get("total", 0.0)
+        if start_epoch > settings.epochs:
+            raise UserError(
+                f"{out} holds a run already {start_epoch} epochs long: pass --epochs "
+                f"{start_epoch} or more to go on with it, or another --out"
+            )
         note(f"resuming after epoch {start_epoch} of {settings.epochs}, step {start_step}")
 
     def save(epoch_done: int, step: int, total: float) -> None:
@@ -244,8 +250,11 @@ def _start_from(torch: Any, peft: Any, model: Any, path: Path, settings: TrainSe
 
 
 def _fingerprint(settings: TrainSettings, base_hash: str, encoded: list[Encoded]) -> str:
+    """What identifies a run: everything but its length, so a finished run can be extended."""
     digest = hashlib.sha256(base_hash.encode())
-    digest.update(json.dumps({**asdict(settings), "targets": list(settings.targets)}).encode())
+    described = {**asdict(settings), "targets": list(settings.targets)}
+    del described["epochs"]
+    digest.update(json.dumps(described).encode())
     for e in encoded:
         digest.update(json.dumps([e.ids, e.labels]).encode())
     return digest.hexdigest()

@@ -126,6 +126,18 @@ def test_a_stopped_run_resumes_from_its_checkpoint(tiny_gguf: Path, tmp_path: Pa
         train(tiny_gguf, EXAMPLES, tmp_path, other, {})
 
 
+def test_a_finished_run_goes_on_when_given_more_epochs(tiny_gguf: Path, tmp_path: Path) -> None:
+    one = TrainSettings(epochs=1, accumulate=1, learning_rate=1e-2, rank=2)
+    first = train(tiny_gguf, EXAMPLES, tmp_path, one, {})
+    seen: list[int] = []
+    three = TrainSettings(epochs=3, accumulate=1, learning_rate=1e-2, rank=2)
+    result = train(tiny_gguf, EXAMPLES, tmp_path, three, {}, lambda s: seen.append(s.epoch))
+    assert result.resumed_from == 1 and set(seen) == {2, 3}
+    assert result.epoch_losses[0] == first.epoch_losses[0] and len(result.epoch_losses) == 3
+    with pytest.raises(UserError, match="already 3 epochs long"):
+        train(tiny_gguf, EXAMPLES, tmp_path, one, {})
+
+
 def test_a_run_stopped_inside_an_epoch_resumes_at_its_last_step(
     tiny_gguf: Path, tmp_path: Path
 ) -> None:
