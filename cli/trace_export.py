@@ -143,8 +143,12 @@ def export(traces: Iterable[Trace], grade: str = "good") -> tuple[list[str], Exp
         if (why := problem(example)) is not None:
             summary.skipped[why] += 1
             continue
-        line = json.dumps(example, ensure_ascii=False, sort_keys=True)
-        digest = hashlib.sha256(line.encode()).hexdigest()
+        # Keys keep their order: the chat template renders tool schemas as written, so a
+        # sorted line would train on prompts the model is never shown. Duplicates are found
+        # whatever the order.
+        line = json.dumps(example, ensure_ascii=False)
+        canonical = json.dumps(example, ensure_ascii=False, sort_keys=True)
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
         if digest in seen:
             summary.skipped["duplicate"] += 1
             continue

@@ -25,9 +25,10 @@ TEACHER_SEED = 104729
 
 
 def write_jsonl(path: Path, examples: list[dict[str, Any]]) -> None:
-    """Write examples one per line (the folder is made if needed)."""
+    """Write examples one per line (the folder is made if needed), keys in their own order:
+    the chat template renders tool schemas as written, and training must see what runs see."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(e, ensure_ascii=False, sort_keys=True) for e in examples]
+    lines = [json.dumps(e, ensure_ascii=False) for e in examples]
     path.write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
 
 

@@ -3,18 +3,25 @@ through the real loop, skills and sandbox) and fail without it; none is a held-o
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent.errors import UserError
+from agent.messages import ToolSpec, parse_message
+from backends.chat_template import ChatTemplate
+from backends.default_model import default_model_path
+from backends.training.examples import read_examples
 from cli.config import load_settings
 from cli.evals.checks import failures
 from cli.evals.generators.curriculum import generate, needs_command, trainable
 from cli.evals.generators.families import FAMILIES
-from cli.evals.generators.gold import run_gold
+from cli.evals.generators.gold import example_lines, run_gold
 from cli.evals.suite import load_suite
+from cli.train_sources import write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 BASIC = load_suite(ROOT / "evals" / "basic.yaml")
@@ -92,3 +99,26 @@ def test_gold_runs_are_made_in_the_configured_prompt(tmp_path: Path) -> None:
         [run] = run_gold(curriculum, settings)
         tools = [t["function"]["name"] for t in run.examples[0].get("tools", [])]
         assert ("run_command" in tools) is marker
+
+
+def _rendered(template: ChatTemplate, example: dict[str, Any]) -> str:
+    raw = [{k: v for k, v in m.items() if k != "weight"} for m in example["messages"]]
+    tools = [ToolSpec.model_validate(t) for t in example["tools"]]
+    return template.render([parse_message(m) for m in raw], tools, add_generation_prompt=False)
+
+
+def test_examples_read_back_from_their_file_render_the_prompt_the_model_was_sent(
+    tmp_path: Path,
+) -> None:
+    # Tool schemas are rendered into the prompt as written; a file that reordered their keys
+    # ("type" and "enum" of a file argument) would train on a prompt no run ever shows.
+    curriculum = generate(2, seed=5, families=["count"])
+    runs = list(run_gold(curriculum, load_settings({"data_dir": tmp_path / "data"})))
+    examples = [e for r in runs for e in r.examples]
+    assert examples and any('"enum"' in json.dumps(e["tools"]) for e in examples)
+    write_jsonl(tmp_path / "a.jsonl", examples)
+    (tmp_path / "b.jsonl").write_text("".join(f"{x}\n" for x in example_lines(iter(runs))))
+    template = ChatTemplate.from_gguf(default_model_path())
+    sent = [_rendered(template, e) for e in examples]
+    for name in ("a.jsonl", "b.jsonl"):
+        assert [_rendered(template, e) for e in read_examples([tmp_path / name])] == sent
