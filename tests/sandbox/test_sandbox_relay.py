@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import relay_build
+from sandbox import helper_build, relay_build
 from sandbox.doctor import checks
 from sandbox.relay_build import RELAY_VARIABLE, compiled_relay
 from sandbox.runner import CommandResult, SandboxRunner
@@ -167,10 +167,11 @@ def test_a_dynamically_linked_relay_gets_its_libraries_in_the_view(
     # As on a machine without a static libc: the relay, bound apart from its cache folder,
     # starts with the loader and libc of the view (curl's too, so this shows that it starts,
     # not which declaration brought them).
-    compiler = relay_build._compiler()
+    compiler = helper_build.compiler_command()
     assert compiler is not None
     binary = tmp_path / "relay-dynamic"
-    assert relay_build._compile(relay_build.SOURCE.read_bytes(), compiler, False, binary)
+    source = relay_build.SOURCE.read_bytes()
+    assert helper_build.compile_helper("relay", source, compiler, False, binary)
     dynamic = relay_build.CompiledRelay(binary, static=False)
     monkeypatch.setattr(relay_build, "_built", lambda: dynamic)
     assert compiled_relay() == dynamic
