@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.errors import UserError
+from sandbox.exec_guard import GUARD_BINARY, UNPRIVILEGED_CAPS, guard_argv
+from sandbox.helper_build import CompiledHelper
 from sandbox.relay_build import CompiledRelay, compiled_relay
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -71,6 +73,10 @@ class MountPlan:
     # When set, the workspace shows only these parts, read-only (fds opened by the caller);
     # the writable parts are shown too. Nothing else of it is there.
     visible: list[tuple[int, Path]] | None = None
+    # When set (with ``programs``), the exec guard starts the command after making every mount
+    # but these mount points noexec (:mod:`sandbox.exec_guard`).
+    exec_guard: CompiledHelper | None = None
+    keep_exec: list[str] = field(default_factory=list)
 
 
 def bwrap_path() -> str:
@@ -126,7 +132,11 @@ def bwrap_args(
     spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
     if plan.mode != "full-access" or plan.proxy_socket is not None:
         spaces.append("--unshare-net")
-    if plan.drop_to is None:
+    guarded = plan.exec_guard is not None and plan.mode != "full-access"
+    if plan.drop_to is None and guarded:
+        spaces += ["--unshare-user", "--uid", "0", "--gid", "0"]
+        spaces += [a for cap in UNPRIVILEGED_CAPS for a in ("--cap-add", cap)]
+    elif plan.drop_to is None:
         spaces += ["--unshare-user", "--disable-userns"]
     if plan.mode == "full-access":
         args = [bwrap, "--bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *spaces]
@@ -161,25 +171,34 @@ def bwrap_args(
         if _inside(path, plan.workspace) and _shown(path, plan):
             args += ["--size", "4096", "--perms", "0555", "--tmpfs", str(path)]
     env = dict(plan.env)
+    relay: CompiledRelay | None = None
     if plan.proxy_socket is not None:
         relay = compiled_relay()
         args += _proxy_mounts(plan.proxy_socket, relay)
         url = f"http://127.0.0.1:{RELAY_PORT}"
         env.update(dict.fromkeys(PROXY_VARIABLES, url), ALL_PROXY=url, no_proxy="", NO_PROXY="")
         argv = [*relay_argv(relay), *argv]
+    guard: list[str] = []
+    if guarded and plan.exec_guard is not None:
+        folder = os.path.dirname(GUARD_BINARY)
+        args += ["--perms", "0755", "--dir", folder]
+        args += ["--ro-bind", str(plan.exec_guard.path), GUARD_BINARY]
+        user = (os.getuid(), os.getgid()) if plan.drop_to is None else None
+        keep = [*plan.keep_exec, *([RELAY_BINARY] if relay is not None else [])]
+        guard = guard_argv(keep, plan.seccomp_fd, user)
     if plan.mode != "full-access":
         args += ["--remount-ro", "/"]
-    if plan.seccomp_fd is not None:
+    if plan.seccomp_fd is not None and not guard:
         args += ["--seccomp", str(plan.seccomp_fd)]
     args += ["--die-with-parent", "--new-session", "--chdir", ws, "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
     if plan.drop_to is None:
-        return [*args, "--", *argv]
+        return [*args, "--", *guard, *argv]
     uid, gid = plan.drop_to
     drop = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
     drop += ["--inh-caps=-all", "--bounding-set=-all", "--"]
-    return [*args, "--", *drop, *argv]
+    return [*args, "--", *guard, *drop, *argv]
 
 
 def _workspace(plan: MountPlan) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.errors import UserError
-from sandbox import relay_build, seccomp
+from sandbox import exec_guard, relay_build, seccomp
 from sandbox.cgroup import find_place
 from sandbox.egress import MAX_CONNECTIONS, POOL_THREADS
 from sandbox.limits import file_size_mb
@@ -62,6 +62,29 @@ def _relay_starts() -> tuple[bool, str]:
             f"(the relay: {relay_build.describe()})"
         )
     return False, (result.stderr.strip().splitlines() or ["the relay did not start"])[0]
+
+
+def _program_view() -> tuple[bool, str]:
+    """Whether a skill's command starts in a view of only its programs, under the exec guard."""
+    from sandbox.runner import SandboxRunner
+
+    settings = SandboxSettings(mode="read-only")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            runner = SandboxRunner(settings, Path(tmp), programs=["true"])
+            result = runner.run(["true"], timeout=30)
+        except Exception as exc:  # the report says why instead of failing
+            return False, str(exc).splitlines()[0]
+    if result.exit_code != 0:
+        return False, (result.stderr.strip().splitlines() or ["the view did not start"])[0]
+    guard = exec_guard.describe()
+    if exec_guard.compiled_guard() is None:
+        return (
+            False,
+            f"only the declared programs are in the view, but {guard}: a file the "
+            "skill can read or write can be run through the loader",
+        )
+    return True, f"only the declared programs run; every other mount is noexec ({guard})"
 
 
 def _installation(workspace: Path | None, ok: bool) -> tuple[bool, str]:
@@ -115,6 +138,7 @@ def checks(settings: SandboxSettings | None = None, workspace: Path | None = Non
             ok,
             "the workspace read-only but for the paths the skill declares",
         ),
+        Check("a skill's programs", *(_program_view() if ok else (False, "no sandbox"))),
         Check(
             "git metadata",
             ok,

@@ -71,6 +71,18 @@ class ProgramView:
                 args += ["--symlink", target, path]
         return args
 
+    def executable_mounts(self) -> list[str]:
+        """The mount points of this view that hold programs or libraries (the rest may be
+        made noexec): every file bound on its own, and the folders but configuration and data,
+        unless a program lies in one."""
+        files = [p for p in self.files if not self._covered(p)]
+        folders = [
+            f
+            for f in self.folders
+            if f not in DATA_FOLDERS or any(p.startswith(f + "/") for p in self.files)
+        ]
+        return sorted({*files, *folders})
+
     def _parents(self) -> list[str]:
         found: set[str] = set()
         for path in [*self.folders, *self.files, *self.links]:

@@ -36,9 +36,10 @@ from sandbox.bwrap import (
 )
 from sandbox.cgroup import Cgroup, create, find_place
 from sandbox.egress import EgressProxy, parse_host
+from sandbox.exec_guard import compiled_guard
 from sandbox.grant import Identity, grant, identity_for, revoke
 from sandbox.limits import prlimit_argv, setpriv_argv, ulimit_script
-from sandbox.programs import LAUNCH_SHELLS, linked_libraries, program_view
+from sandbox.programs import LAUNCH_SHELLS, ProgramView, linked_libraries, program_view
 from sandbox.relay_build import compiled_relay
 from sandbox.scan import Scan, refuse_new, scan
 from sandbox.seccomp import filter_fd
@@ -284,7 +285,12 @@ class SandboxRunner:
         if self.read_paths is not None:
             plan.visible = self._visible(fds, self.read_paths)
         if self.programs is not None:
-            plan.programs = self._programs(argv, identity, proxy is not None)
+            view = self._program_view(argv, identity, proxy is not None)
+            plan.exec_guard = compiled_guard()
+            if plan.exec_guard is not None and not plan.exec_guard.static:
+                view.add(linked_libraries(str(plan.exec_guard.path)))
+            plan.programs = view.bwrap_args()
+            plan.keep_exec = view.executable_mounts()
         if proxy is not None:
             plan.proxy_socket = proxy.socket_path
         plan.seccomp_fd = filter_fd()
@@ -319,9 +325,9 @@ class SandboxRunner:
         fds += [fd for fd, _ in opened]
         return opened
 
-    def _programs(self, argv: list[str], identity: Identity | None, proxy: bool) -> list[str]:
-        """bwrap options for a view holding only the declared programs, and those the sandbox
-        itself starts the command with: its shell, ``setpriv`` as root, the network relay."""
+    def _program_view(self, argv: list[str], identity: Identity | None, proxy: bool) -> ProgramView:
+        """A view holding only the declared programs, and those the sandbox itself starts the
+        command with: its shell, ``setpriv`` as root, the network relay."""
         names = list(self.programs or [])
         if argv and os.path.basename(argv[0]) in LAUNCH_SHELLS:
             names.append(argv[0])
@@ -333,7 +339,7 @@ class SandboxRunner:
         view = program_view(names)
         if relay is not None and not relay.static:  # the file itself is bound apart
             view.add(linked_libraries(str(relay.path)))
-        return view.bwrap_args()
+        return view
 
     def _hidden(self) -> list[Path]:
         """clawloop's folders and the user's homes that the view would otherwise show."""

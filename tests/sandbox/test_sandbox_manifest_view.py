@@ -2,8 +2,10 @@
 
 The skill declares ``commands: [echo, cat]``, ``read: [docs/**]`` and ``write: [out/**]``.
 Each attempt starts a program it did not declare, in a way a command-line parser cannot see
-(``${x@P}``, ``declare``, ``trap``, ``eval``, ``exec``, an absolute path, the loader), or
-reads a workspace file outside ``docs/``. It broke the manifest if its marker appears in
+(``${x@P}``, ``declare``, ``trap``, ``eval``, ``exec``, an absolute path, the loader), runs
+a binary it can read or write (planted in the workspace, or copied to ``/tmp``, ``/dev/shm``
+or a write path, directly or through the loader: the exec guard's part), or reads a
+workspace file outside ``docs/``. It broke the manifest if its marker appears in
 ``out/`` (the one place the skill may write, so only the undeclared program could have made
 it) or the secret shows. The controls run the very same lines in a sandbox without the
 manifest, and show that each trick works in bash and that the judge sees it. Most attempts go
@@ -27,6 +29,7 @@ from skills.permissions import check_argv, scoped_context
 from skills.skill import Permissions
 
 SECRET = "manifest-view-secret-5c2e"
+LOADER = "/lib64/ld-linux-x86-64.so.2"
 MANIFEST = Permissions(commands=["echo", "cat"], read=["docs/**"], write=["out/**"])
 SETTINGS = SandboxSettings(limits=ResourceLimits(timeout_s=10, processes=64, memory_mb=1024))
 
@@ -42,6 +45,13 @@ UNDECLARED = {
     "built-name": "c=tou; ${c}ch out/marker",
     "nested-shell": "bash -c 'touch out/marker'",
     "loader": "/lib64/ld-linux-x86-64.so.2 /usr/bin/touch out/marker",
+    # A program the skill can read or write (docs/tool and out/tool are copies of touch), or
+    # copy with a declared program, run directly or through the loader of the view.
+    "loader-on-a-shown-file": f"{LOADER} docs/tool out/marker",
+    "planted-executable": "out/tool out/marker",
+    "copied-to-tmp": f"cat docs/tool > /tmp/t; {LOADER} /tmp/t out/marker",
+    "copied-to-shm": f"cat docs/tool > /dev/shm/t; {LOADER} /dev/shm/t out/marker",
+    "copied-to-a-write-path": f"cat docs/tool > out/t; {LOADER} out/t out/marker",
 }
 # Each prints the secret that lies outside docs/.
 UNDECLARED_READS = {
@@ -62,6 +72,10 @@ def ws(workspace: Path) -> Path:
     (workspace / "secret.txt").write_text(SECRET + "\n")
     (workspace / "docs" / "link.txt").symlink_to("../secret.txt")
     (workspace / "out").mkdir()
+    touch = Path("/usr/bin/touch").read_bytes()
+    (workspace / "docs" / "tool").write_bytes(touch)
+    (workspace / "out" / "tool").write_bytes(touch)
+    (workspace / "out" / "tool").chmod(0o755)
     return workspace
 
 
@@ -118,7 +132,7 @@ def test_only_the_declared_programs_and_paths_are_in_the_view(ws: Path) -> None:
     shown = {os.path.basename(p) for p in programs.split()} - {"*"}
     # bash starts the command line; setpriv drops root's rights when clawloop runs as root.
     assert shown <= {"bash", "cat", "echo", "setpriv"}, shown
-    assert workspace.split() == ["docs", "out", "docs/guide.md", "docs/link.txt"]
+    assert workspace.split() == ["docs", "out", "docs/guide.md", "docs/link.txt", "docs/tool"]
 
 
 def test_the_declared_programs_still_work(ws: Path) -> None:
@@ -178,3 +192,18 @@ def test_control_the_parser_lets_declare_and_trap_through() -> None:
     """The manifest check on the command line passes these: what stopped them is the view."""
     for name in ("declare", "trap-exit"):
         check_argv("probe", MANIFEST, ["bash", "-c", UNDECLARED[name]])
+
+
+def test_a_guarded_command_holds_no_capability_and_keeps_the_seccomp_filter(ws: Path) -> None:
+    # The exec guard needs CAP_SYS_ADMIN to remount and loads the filter itself: none of that
+    # may reach the command.
+    runner = SandboxRunner(SETTINGS, ws, dict(os.environ), programs=["cat", "unshare"])
+    script = "cat /proc/self/status; unshare -U true && echo made-a-user-namespace"
+    result = _bash(runner, script)
+    status = dict(line.split(":\t", 1) for line in result.stdout.splitlines() if ":\t" in line)
+    assert status["Seccomp"] == "2" and status["NoNewPrivs"] == "1", result.stdout
+    assert status["CapEff"] == status["CapPrm"] == status["CapBnd"] == "0" * 16, result.stdout
+    assert "made-a-user-namespace" not in result.stdout, result.stdout
+    mounts = runner.run(["cat", "/proc/self/mountinfo"]).stdout.splitlines()
+    tmp = next(line for line in mounts if line.split()[4] == "/tmp")
+    assert "noexec" in tmp.split()[5], tmp
