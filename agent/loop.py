@@ -13,6 +13,7 @@ from typing import Any
 
 from agent.approvals import Gate, GatedTool, Verdict
 from agent.backend import Backend, Completion, TextDelta
+from agent.by_reference import by_reference
 from agent.compaction import Compactor
 from agent.errors import ToolError, UserError
 from agent.events import (
@@ -94,6 +95,10 @@ class AgentLoop:
     model: str | None = None
     # Replaces older turns by a summary when a request would pass its budget (None: never).
     compactor: Compactor | None = None
+    # Untrusted results reach the model as notes, never as text (agent/by_reference.py);
+    # ``reader_tool`` is the tool the notes point to.
+    untrusted_by_reference: bool = False
+    reader_tool: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
 
     def run(
@@ -268,7 +273,11 @@ class AgentLoop:
     def _request(self, messages: list[Message], answer_only: bool = False) -> ChatRequest:
         d = self.decoding
         required = self.answer_tool is not None and self.toolbox.get(self.answer_tool) is not None
-        sent = list(messages)
+        sent = (
+            by_reference(messages, self.reader_tool)
+            if self.untrusted_by_reference
+            else list(messages)
+        )
         if self.examples:
             at = 1 if sent and sent[0].role == "system" else 0
             sent[at:at] = self.examples

@@ -26,6 +26,7 @@ from cli.config import Settings, SmallModelSettings
 from sandbox.secrets import Redactor, find_secrets
 from skills.guard import Approver
 from skills.memory.tools import NOT_FOR_SMALL_MODELS, SMALL_MODEL_CUES
+from skills.reader import READER_TOOL
 from skills.simple import ANSWER_TOOL
 from skills.simple_command import COMMAND_TOOL
 
@@ -196,6 +197,8 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
             seed=d.seed,
         ),
         compactor=build_compactor(settings, backend),
+        untrusted_by_reference=settings.sandbox.dataflow.untrusted_results == "reference",
+        reader_tool=READER_TOOL if toolbox.get(READER_TOOL) is not None else None,
     )
     if isinstance(toolbox, LiveToolbox):
         # After a reload, new sessions get the new skills list in their system prompt.

@@ -71,6 +71,11 @@ class FlowSettings(BaseModel):
         default_factory=list,
         description="tokens planted in private files; an outbound call carrying one is refused",
     )
+    untrusted_results: Literal["shown", "reference"] = Field(
+        default="shown",
+        description='how untrusted results reach the model: "shown" (fenced and labelled) or '
+        '"reference" (a note only; ask_about reads them)',
+    )
 
 
 @dataclass(slots=True, frozen=True)
