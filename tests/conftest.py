@@ -1,13 +1,52 @@
-"""Shared fixtures: every test gets its own config, data and cache folders, never the user's."""
+"""Shared fixtures: every test gets its own config, data and cache folders, never the user's.
+
+With ``CLAWLOOP_STRICT_SKIPS=1`` (as ``.ci/run`` sets it) a test that would skip for want of
+something the ``[test]`` extra or the set-up installs fails instead: a missing module
+(``pytest.importorskip``), a model or a package that is not installed, a C helper that did not
+build. A run cannot go green with a feature missing. Skips for this machine's hardware (no
+GPU, no AVX-512) stay skips, and so does a test marked ``gpu``.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
+
+STRICT = os.environ.get("CLAWLOOP_STRICT_SKIPS") == "1"
+# Skip reasons that mean something was not installed or not built, not a hardware feature.
+MISSING = ("could not import", "not installed", "no c compiler", "not built here", "pip install")
+# Modules that exist only with a GPU stack.
+GPU_ONLY = ("triton",)
+
+
+def _strict_importorskip(modname: str, *args: Any, **kwargs: Any) -> ModuleType:
+    if modname.split(".")[0] in GPU_ONLY:
+        return _importorskip(modname, *args, **kwargs)
+    return importlib.import_module(modname)  # under strict skips, missing is an error
+
+
+_importorskip = pytest.importorskip
+if STRICT:
+    pytest.importorskip = _strict_importorskip  # type: ignore[assignment]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if STRICT and report.skipped and item.get_closest_marker("gpu") is None:
+        reason = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else "")
+        if any(word in reason.lower() for word in MISSING):
+            report.outcome = "failed"
+            report.longrepr = f"skipped under CLAWLOOP_STRICT_SKIPS=1, which forbids it: {reason}"
 
 
 @pytest.fixture(autouse=True, scope="session")
