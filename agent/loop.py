@@ -99,6 +99,9 @@ class AgentLoop:
     # ``reader_tool`` is the tool the notes point to.
     untrusted_by_reference: bool = False
     reader_tool: str | None = None
+    # Rewrites the system prompt of every request (the memory as it is now, say); the session
+    # keeps the prompt it stored.
+    refresh_system: Callable[[str], str] | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
 
     def run(
@@ -278,6 +281,8 @@ class AgentLoop:
             if self.untrusted_by_reference
             else list(messages)
         )
+        if self.refresh_system is not None and sent and isinstance(sent[0], SystemMessage):
+            sent[0] = SystemMessage(content=self.refresh_system(sent[0].content))
         if self.examples:
             at = 1 if sent and sent[0].role == "system" else 0
             sent[at:at] = self.examples

@@ -124,20 +124,20 @@ def memory_prompt(settings: Settings) -> str:
 
 
 def with_memory(prompt: str | None, settings: Settings) -> str | None:
-    """``prompt`` ending with the memory as it is now, in place of the memory it ended with.
+    """``prompt`` carrying the memory as it is now, in place of the memory it carried."""
+    from skills.memory.recall import with_block
 
-    A session keeps the system prompt it started with (the loop writes it once), so its
-    prompt, and the model's cached prefix, stay the same from turn to turn; a new session
-    starts with the memory as it is then.
-    """
-    from skills.memory.recall import PROMPT_OPEN
+    return None if prompt is None else with_block(prompt, memory_prompt(settings))
 
-    if prompt is None:
+
+def memory_refresher(settings: Settings) -> Callable[[str], str] | None:
+    """What keeps a long session's memory current: each request's system prompt gets the
+    memory as it is then (None when memory is off). A session's stored prompt keeps the block
+    it started with; while memory does not change, the request and the model's cached prefix
+    stay the same from turn to turn, and a change costs one new prefill."""
+    if not settings.memory.enabled or not settings.memory.prompt_chars:
         return None
-    base, fence, _old = prompt.rpartition(f"\n\n{PROMPT_OPEN}")
-    block = memory_prompt(settings)
-    base = base if fence else prompt
-    return f"{base}\n\n{block}" if block else base
+    return lambda system: with_memory(system, settings) or system
 
 
 _STANDARD = SmallModelSettings(answer_tool=False, select_tools=0, repeat_guard=False)
@@ -197,6 +197,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
             seed=d.seed,
         ),
         compactor=build_compactor(settings, backend),
+        refresh_system=memory_refresher(settings),
         untrusted_by_reference=settings.sandbox.dataflow.untrusted_results == "reference",
         reader_tool=READER_TOOL if toolbox.get(READER_TOOL) is not None else None,
     )

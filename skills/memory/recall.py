@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from agent.session import SUMMARY_HEADING
 from agent.tool_selection import words
 from skills.memory.store import FACTS_FILE, PROFILE_FILE, Entry, MemoryStore
 
@@ -79,3 +80,20 @@ def _fits_prompt(entry: Entry) -> bool:
 def _prompt_line(entry: Entry) -> str:
     # Without its date: digits cost a token each, and a fact's date is what recall is for.
     return f"- {entry.text}"
+
+
+def with_block(system: str, block: str) -> str:
+    """``system`` carrying ``block`` in place of the memory block it has: at the same place, so a
+    compaction summary after it stays; before the summary, or at the end, where it has none;
+    none at all when ``block`` is empty."""
+    start = system.find(PROMPT_OPEN)
+    end = system.find(PROMPT_CLOSE, start) if start >= 0 else -1
+    if end >= 0:
+        before, after = system[:start].rstrip("\n"), system[end + len(PROMPT_CLOSE) :]
+        return "\n\n".join(p for p in (before, block, after.lstrip("\n")) if p)
+    if not block:
+        return system
+    cut = system.find(SUMMARY_HEADING)
+    if cut >= 0:
+        return "\n\n".join(p for p in (system[:cut].rstrip("\n"), block, system[cut:]) if p)
+    return f"{system}\n\n{block}" if system else block
