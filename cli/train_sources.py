@@ -17,7 +17,9 @@ from agent.errors import UserError
 from cli.evals.generators.curriculum import Curriculum
 from cli.evals.suite import Suite, Task
 
-DEFAULT_HELD_OUT = Path("evals/basic.yaml")
+# The suite the developers' figure is measured on, in the checkout clawloop runs from (wherever
+# the command is started); an installed package without it holds nothing out by default.
+DEFAULT_HELD_OUT = Path(__file__).resolve().parents[1] / "evals" / "basic.yaml"
 # Self-play and teacher tasks are drawn from streams of their own, so a round never repeats
 # the gold tasks of the same seed, nor each other's.
 SELF_PLAY_SEED = 7919

@@ -104,7 +104,8 @@ def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
 
 
 def config_from_gguf(reader: Any) -> ModelConfig:
-    """Build a ModelConfig from an open ``gguf.GGUFReader`` (metadata and tensor names only)."""
+    """Build a ModelConfig from a GGUF file's parsed header (``gguf_weights.open_gguf``:
+    metadata and tensor names only)."""
     from backends.engine.gguf_weights import field_value
 
     arch = str(field_value(reader, "general.architecture", ""))

@@ -40,10 +40,9 @@ if TYPE_CHECKING:
     from agent.messages import ToolSpec
 
 _INSTALL = "pip install 'clawloop[engine]'  (or: pip install xgrammar)"
-# Compiled grammars kept per factory; an agent uses a handful of tool sets.
+# Compiled grammars kept per factory; an agent uses a handful of tool sets. (How much whitespace
+# a tool call's JSON may hold is the tool format's: backends/tool_format.py.)
 _CACHE_SIZE = 32
-# Consecutive whitespace allowed inside the JSON: enough for pretty-printing, not for the endless
-# newline runs small models fall into.
 
 
 class TokenizerSource(Protocol):

@@ -122,3 +122,12 @@ def test_examples_read_back_from_their_file_render_the_prompt_the_model_was_sent
     sent = [_rendered(template, e) for e in examples]
     for name in ("a.jsonl", "b.jsonl"):
         assert [_rendered(template, e) for e in read_examples([tmp_path / name])] == sent
+
+
+def test_the_default_held_out_suite_is_found_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cli.train_sources import held_out_suites
+
+    monkeypatch.chdir(tmp_path)  # outside the checkout, the filter still holds
+    assert held_out_suites(None) == [ROOT / "evals" / "basic.yaml"]
