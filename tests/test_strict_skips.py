@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROBES = '''
+PROBES = """
 import pytest
 
 def test_missing_module():
@@ -27,7 +27,7 @@ def test_hardware():
 @pytest.mark.gpu
 def test_gpu():
     pytest.skip("needs a CUDA GPU; could not import triton")
-'''
+"""
 
 
 def _run(tmp_path: Path, strict: bool) -> str:
