@@ -78,7 +78,12 @@ class Evidence:
         found = cls()
         echoed: list[str] = []
         for message in messages:
-            if isinstance(message, UserMessage):
+            if isinstance(message, UserMessage) and message.provenance is not None:
+                if message.from_owner:
+                    found.user.append(message.content.lower())
+                else:  # a chat member's words: untrusted, like a mail's
+                    found.untrusted.append((message.content.lower(), message.provenance))
+            elif isinstance(message, UserMessage):
                 found.user.append(message.content.lower())
             elif isinstance(message, SystemMessage):
                 found.add_trusted(message.content, "")

@@ -118,7 +118,7 @@ class AgentLoop:
         run_id = ctx.run_id
         if self.system_prompt and not any(m.role == "system" for m in session.messages):
             session.append(SystemMessage(content=self.system_prompt))
-        session.append(UserMessage(content=task))
+        session.append(UserMessage(content=task, provenance=ctx.task_provenance))
         ctx.messages = session.messages
         start = time.monotonic()
         usage = UsageEvent(0, 0, 0, 0, 0.0)

@@ -75,6 +75,20 @@ class UserMessage(_Wire):
     role: Literal["user"] = "user"
     content: str
     name: str | None = None
+    # Set for a chat member who is not an owner: their words do not count as the user's own
+    # (agent/dataflow.py). Kept beside the content, never sent to a model, like a result's.
+    provenance: Provenance | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True, exclude={"provenance"})
+
+    def to_record(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+    @property
+    def from_owner(self) -> bool:
+        """Whether these are the owner's own words (no label, or a trusted one)."""
+        return self.provenance is None or self.provenance.trusted
 
 
 class AssistantMessage(_Wire):

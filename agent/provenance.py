@@ -42,6 +42,12 @@ class Provenance(BaseModel):
         return cls(kind="mail", origin=sender, trusted=False)
 
     @classmethod
+    def member(cls, who: str) -> Provenance:
+        """A chat member who is not an owner may talk to the agent, but their words are not the
+        owner's: untrusted."""
+        return cls(kind="member", origin=who, trusted=False)
+
+    @classmethod
     def mcp(cls, server: str) -> Provenance:
         return cls(kind="mcp", origin=server, trusted=False)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from agent.approvals import ApprovalBroker
 from agent.budget import Budget
 from agent.messages import Message
+from agent.provenance import Provenance
 
 DEFAULT_ASK_TIMEOUT_S = 600.0
 
@@ -51,6 +52,9 @@ class RunContext:
     attended: bool = False
     messages: list[Message] = field(default_factory=list)
     budget: Budget | None = None
+    # Who the task's words come from, when not an owner (a chat member): the loop labels the
+    # user message with it.
+    task_provenance: Provenance | None = None
     _executor: ThreadPoolExecutor | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

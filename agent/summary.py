@@ -47,8 +47,9 @@ def untrusted_sources(messages: Iterable[Message]) -> list[str]:
     """The untrusted sources the messages quote, described for people."""
     found: list[str] = []
     for m in messages:
-        if isinstance(m, ToolMessage) and m.provenance is not None and not m.provenance.trusted:
-            what = m.provenance.describe()
+        label = m.provenance if isinstance(m, ToolMessage | UserMessage) else None
+        if label is not None and not label.trusted:
+            what = label.describe()
             if what not in found:
                 found.append(what)
     return found
@@ -59,7 +60,7 @@ def names_in(messages: Iterable[Message]) -> list[str]:
     found: list[str] = []
     for m in messages:
         texts: list[str] = []
-        if isinstance(m, UserMessage):
+        if isinstance(m, UserMessage) and m.from_owner:
             texts.append(m.content)
         elif isinstance(m, AssistantMessage):
             texts += [v for c in m.tool_calls or [] for v in _string_values(c.function.arguments)]
@@ -76,7 +77,9 @@ def transcript_lines(messages: list[Message]) -> list[str]:
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     lines: list[str] = []
     for m in messages:
-        if isinstance(m, UserMessage):
+        if isinstance(m, UserMessage) and not m.from_owner and m.provenance is not None:
+            lines.append(f"- ({m.provenance.describe()}: untrusted, not kept)")
+        elif isinstance(m, UserMessage):
             lines.append(f"- The user said: {one_line(m.content, 240)}")
         elif isinstance(m, AssistantMessage):
             for call in m.tool_calls or []:

@@ -27,6 +27,7 @@ from pathlib import Path
 from agent.events import Event
 from agent.loop import AgentLoop
 from agent.messages import AssistantMessage, ToolMessage
+from agent.provenance import Provenance
 from agent.run_context import RunContext
 from agent.session import Session
 from agent.terminal_text import escape_controls
@@ -284,6 +285,10 @@ class Gateway:
         context = RunContext(
             ask_timeout_s=self.options.ask_timeout_s, allowed=list(self.always), attended=True
         )
+        if self.access.role(message.user) != "owner":
+            # A paired or allowed member may talk to the agent, but their words are not the
+            # owner's: the data-flow gate treats them as it treats a mail.
+            context.task_provenance = Provenance.member(message.user)
         session = chat.session
         turn = Turn(
             connector,
