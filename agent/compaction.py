@@ -18,7 +18,8 @@ from typing import Literal
 
 from agent.backend import Backend, Completion
 from agent.events import CompactedEvent
-from agent.messages import ChatRequest, Message, SystemMessage, UserMessage
+from agent.fit import fit_results
+from agent.messages import ChatRequest, Message, SystemMessage, ToolMessage, UserMessage
 from agent.prompts import Prompt
 from agent.session import Compaction, Session
 from agent.summary import (
@@ -94,6 +95,16 @@ class Compactor:
         )
         after = request.model_copy(update={"messages": session.window()})
         return CompactedEvent(upto, method, before, self.estimate(after))
+
+    def fit(self, request: ChatRequest) -> tuple[ChatRequest, int]:
+        """``request`` within the budget, its tool results cut if compaction could not bring it
+        there (agent/fit.py); and how many results were cut."""
+        if self.estimate(request) <= self.policy.budget_tokens:
+            return request, 0
+        results = sum(len(m.content) for m in request.messages if isinstance(m, ToolMessage))
+        others = _chars(request) - results
+        room = int(self.policy.budget_tokens / max(self.rate, 1e-3)) - others
+        return fit_results(request, max(room, 0))
 
     def summary_limit(self) -> int:
         """The summary's bound in characters: the configured one, within its share of the

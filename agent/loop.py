@@ -171,6 +171,7 @@ class AgentLoop:
                     if compacted is not None:
                         yield compacted
                         request = self._request(session.window(), answer_only)
+                    request, _cut = self.compactor.fit(request)
                 answer_only = False
                 for event in self.backend.generate(request):
                     if isinstance(event, TextDelta):
