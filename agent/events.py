@@ -115,6 +115,10 @@ class StepEvent:
     ttft_s: float | None = None
     tokens_per_s: float | None = None
     seconds: float = 0.0
+    # The tools the request showed (wire form), when they differ from the run's previous step:
+    # tool selection and the workspace's file names change them, and training from a trace
+    # must show the model what it was shown.
+    tools: list[dict[str, Any]] | None = None
     type: str = "step"
     run_id: str = field(default="", compare=False)
     step: int = field(default=0, compare=False)

@@ -138,6 +138,7 @@ class AgentLoop:
         self, session: Session, start: float, usage: UsageEvent, ctx: RunContext
     ) -> Iterator[Event]:
         done: dict[str, ToolResultEvent] = {}  # call -> result, for the repeat guard
+        last_shown: list[dict[str, Any]] | None = None  # the tools the previous step showed
         answer_only = False
         progress = ProgressGuard(self.guards) if self.guards is not None else None
         while True:
@@ -197,7 +198,11 @@ class AgentLoop:
             usage.completion_tokens += completion.usage.completion_tokens
             usage.cached_tokens += completion.usage.cached_tokens
             message = completion.message
-            yield _step_event(completion, len(session.messages), time.monotonic() - began)
+            step = _step_event(completion, len(session.messages), time.monotonic() - began)
+            shown = [t.to_wire() for t in request.tools or []]
+            if shown != last_shown:
+                step.tools, last_shown = shown, shown
+            yield step
             answer = self._answer_of(message)
             if answer is not None:
                 message = AssistantMessage(content=answer)

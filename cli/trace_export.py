@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.errors import UserError
-from agent.messages import parse_message
+from agent.messages import AssistantMessage, ChatRequest, ToolMessage, ToolSpec, parse_message
 from agent.trace import Trace
 
 
@@ -55,7 +55,8 @@ def messages_of(trace: Trace) -> tuple[list[dict[str, Any]], bool]:
 
 
 def conversation(trace: Trace) -> dict[str, Any] | None:
-    """The trace's conversation as a fine-tuning example, or None if it has no final answer."""
+    """The trace's conversation as one example with the start's tools, or None if it has no
+    final answer (for reading a run; training uses :func:`examples_of`)."""
     messages, answered = messages_of(trace)
     if not answered or not messages or messages[-1].get("role") != "assistant":
         return None
@@ -63,6 +64,44 @@ def conversation(trace: Trace) -> dict[str, Any] | None:
     if trace.start.get("tools"):
         example["tools"] = trace.start["tools"]
     return example
+
+
+def examples_of(trace: Trace) -> list[dict[str, Any]] | None:
+    """The run as fine-tuning examples that show the model what it was shown at each step (the
+    prompt's worked examples, the tools that step offered), every turn of the run trained once
+    and the session's earlier turns at weight 0; None if the run gave no final answer.
+
+    A trace written before steps recorded their tools gives the start's tools to every step."""
+    if conversation(trace) is None:
+        return None
+    from cli.evals.generators.gold import run_example
+
+    return run_example(_steps(trace))
+
+
+def _steps(trace: Trace) -> list[tuple[ChatRequest, AssistantMessage]]:
+    """Each model call of the run: the request as it was sent, and the turn that came back."""
+    history = [parse_message(m) for m in trace.start.get("messages") or []]
+    shots = [parse_message(m) for m in trace.start.get("examples") or []]
+    tools = [ToolSpec.model_validate(t) for t in trace.start.get("tools") or []]
+    steps: list[tuple[ChatRequest, AssistantMessage]] = []
+    for record in trace.records:
+        kind = record.get("type")
+        if kind == "step":
+            if record.get("tools") is not None:
+                tools = [ToolSpec.model_validate(t) for t in record["tools"]]
+            at = 1 if history and history[0].role == "system" else 0
+            sent = [*history[:at], *shots, *history[at:]]
+            turn = AssistantMessage.model_validate(record["message"])
+            steps.append((ChatRequest(messages=sent, tools=tools or None), turn))
+            history.append(turn)
+        elif kind == "tool_result":
+            history.append(
+                ToolMessage(
+                    tool_call_id=record["call_id"], name=record["name"], content=record["content"]
+                )
+            )
+    return steps
 
 
 def problem(example: dict[str, Any]) -> str | None:
@@ -74,16 +113,23 @@ def problem(example: dict[str, Any]) -> str | None:
     if not any(m.role == "user" for m in messages):
         return "no user message"
     open_calls: set[str] = set()
-    for m in messages:
-        calls = getattr(m, "tool_calls", None) or []
+    # Calls of turns only shown (weight 0: a worked example, an earlier turn of the session)
+    # may go unanswered: the answer tool's call ends a turn without a result.
+    shown_calls: set[str] = set()
+    for raw, m in zip(example["messages"], messages, strict=True):
+        ids = {c.id for c in getattr(m, "tool_calls", None) or []}
         if m.role == "tool":
             call_id = getattr(m, "tool_call_id", "")
-            if call_id not in open_calls:
+            if call_id not in open_calls | shown_calls:
                 return "tool result without its call"
             open_calls.discard(call_id)
+            shown_calls.discard(call_id)
         elif open_calls:
             return "tool call without its result"
-        open_calls |= {c.id for c in calls}
+        if isinstance(raw, dict) and raw.get("weight") == 0:
+            shown_calls |= ids
+        else:
+            open_calls |= ids
     return None
 
 
@@ -136,23 +182,24 @@ def export(traces: Iterable[Trace], grade: str = "good") -> tuple[list[str], Exp
         if trace.grade != grade:
             summary.skipped[f"graded {trace.grade}"] += 1
             continue
-        example = conversation(trace)
-        if example is None:
+        examples = examples_of(trace)
+        if examples is None:
             summary.skipped["without a final answer"] += 1
             continue
-        if (why := problem(example)) is not None:
-            summary.skipped[why] += 1
-            continue
-        # Keys keep their order: the chat template renders tool schemas as written, so a
-        # sorted line would train on prompts the model is never shown. Duplicates are found
-        # whatever the order.
-        line = json.dumps(example, ensure_ascii=False)
-        canonical = json.dumps(example, ensure_ascii=False, sort_keys=True)
-        digest = hashlib.sha256(canonical.encode()).hexdigest()
-        if digest in seen:
-            summary.skipped["duplicate"] += 1
-            continue
-        seen.add(digest)
-        lines.append(line)
-        summary.written += 1
+        for example in examples:
+            if (why := problem(example)) is not None:
+                summary.skipped[why] += 1
+                continue
+            # Keys keep their order: the chat template renders tool schemas as written, so a
+            # sorted line would train on prompts the model is never shown. Duplicates are found
+            # whatever the order.
+            line = json.dumps(example, ensure_ascii=False)
+            canonical = json.dumps(example, ensure_ascii=False, sort_keys=True)
+            digest = hashlib.sha256(canonical.encode()).hexdigest()
+            if digest in seen:
+                summary.skipped["duplicate"] += 1
+                continue
+            seen.add(digest)
+            lines.append(line)
+            summary.written += 1
     return lines, summary

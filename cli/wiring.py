@@ -300,6 +300,8 @@ def run_traced(
             messages=session.window(),
             tools=loop.toolbox.specs(),
             extra={
+                # The prompt's worked examples, sent after the system prompt in every request.
+                "examples": [m.to_record() for m in loop.examples],
                 "task": task,
                 "workspace": str(settings.workspace),
                 "profile": "small" if settings.small_model else "standard",
