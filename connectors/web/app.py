@@ -71,23 +71,29 @@ def create_app(config: WebConfig) -> Starlette:
         return HTMLResponse(html, status_code=status)
 
     async def chat_page(request: Request) -> Response:
-        name = request.query_params.get("session") or new_session_name()
-        try:
-            chat = chats.chat(name)
-        except UserError as exc:
-            return page("error.html.jinja", 400, message=exc.message)
-        history = [
-            (m.role, m.content)
-            for m in chat.session.messages
-            if isinstance(m, UserMessage | AssistantMessage) and isinstance(m.content, str)
-            if m.content
-        ]
+        name = request.query_params.get("session")
+        history: list[tuple[str, str]] = []
+        busy = False
+        if name is None:
+            name = new_session_name()  # registered by its first message
+        else:
+            try:
+                chat = chats.chat(name)  # a reloaded tab: its session so far
+            except UserError as exc:
+                return page("error.html.jinja", 400, message=exc.message)
+            busy = chat.running is not None
+            history = [
+                (m.role, m.content)
+                for m in chat.session.messages
+                if isinstance(m, UserMessage | AssistantMessage) and isinstance(m.content, str)
+                if m.content
+            ]
         return page(
             "chat.html.jinja",
             session=name,
             csrf=config.guard.csrf_for(name),
             history=history,
-            busy=chat.running is not None,
+            busy=busy,
         )
 
     async def send(request: Request) -> Response:
