@@ -102,23 +102,20 @@ def create_app(config: WebConfig) -> Starlette:
             return body
         name = request.headers[PAGE_HEADER]
         try:
-            chats.chat(name)
+            context = chats.begin(name)
         except UserError as exc:
             return JSONResponse({"error": exc.message}, status_code=400)
-        stream = chats.play(name, body.message)
-        try:
-            first = await anext(stream)
         except ChatBusy:
             return JSONResponse({"error": "a turn is already running here"}, status_code=409)
-        except StopAsyncIteration:
-            first = None
+        stream = chats.play(name, body.message, context)
 
         async def frames() -> AsyncIterator[bytes]:
-            if first is not None:
-                yield sse(first)
+            try:
                 async for item in stream:
                     yield sse(item)
-            yield sse({"type": "done"})
+                yield sse({"type": "done"})
+            finally:
+                await stream.aclose()  # a page that went away stops its turn (see chat.py)
 
         return StreamingResponse(
             frames(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,30 +69,39 @@ class WebChats:
             self.chats[name] = chat
         return chat
 
-    async def play(self, name: str, text: str) -> AsyncIterator[dict[str, Any]]:
-        """Run one turn; yields what the page shows, as it happens."""
+    def begin(self, name: str) -> RunContext:
+        """Claim the tab's session for a new turn: its run context (ChatBusy if one runs)."""
         chat = self.chat(name)
         if chat.running is not None:
             raise ChatBusy(name)
-        context = RunContext(
+        chat.running = RunContext(
             ask_timeout_s=self.ask_timeout_s, allowed=list(self.always), attended=True
         )
-        chat.running = context
+        return chat.running
+
+    async def play(
+        self, name: str, text: str, context: RunContext
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Run the turn :meth:`begin` claimed; yields what the page shows, as it happens."""
+        chat = self.chat(name)
         try:
-            async for item in _in_thread(
+            events = _in_thread(
                 lambda: self.run(chat.session, text, context), context, self._executor
-            ):
-                if isinstance(item, BaseException):
-                    yield {
-                        "type": "error",
-                        "message": f"something went wrong on the server: {type(item).__name__}",
-                        "reason": "server",
-                    }
-                    continue
-                self._track(chat, item)
-                shown = browser_event(item, context.cancel.is_set())
-                if shown is not None:
-                    yield shown
+            )
+            # Closed with the page's stream, so a page that went away stops its run.
+            async with contextlib.aclosing(events):
+                async for item in events:
+                    if isinstance(item, BaseException):
+                        yield {
+                            "type": "error",
+                            "message": f"something went wrong on the server: {type(item).__name__}",
+                            "reason": "server",
+                        }
+                        continue
+                    self._track(chat, item)
+                    shown = browser_event(item, context.cancel.is_set())
+                    if shown is not None:
+                        yield shown
         finally:
             chat.running = None
             chat.asks.clear()
@@ -138,7 +147,7 @@ class WebChats:
 
 async def _in_thread(
     produce_events: Callable[[], Iterator[Event]], context: RunContext, executor: Executor
-) -> AsyncIterator[Event | BaseException]:
+) -> AsyncGenerator[Event | BaseException, None]:
     """The synchronous loop's events, crossing into asyncio through a queue.
 
     If the page goes away mid-turn (the stream is closed), the run is stopped: nobody is left
