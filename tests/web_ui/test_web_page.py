@@ -127,3 +127,18 @@ def test_a_trace_opens_as_a_timeline(browser: Any, web: WebServer) -> None:
     assert "decision: once by a person via the web page" in text
     assert "traced-42" in text
     assert "traced-42" in browser.find_element(By.ID, "final").text
+
+
+def test_always_saves_the_rule_and_later_tabs_are_not_asked(browser: Any, web: WebServer) -> None:
+    open_chat(browser, web)
+    send(browser, "run: echo always-$((6*7))")
+    click_answer(browser, "always")
+    shown(browser, ".approval .outcome", "always")
+    shown(browser, ".tool-result.ok .output", "always-42")
+    turn_over(browser)
+    assert "echo always-$((6*7))" in web.settings.config_path.read_text(encoding="utf-8")
+    open_chat(browser, web)  # another tab, another session: the rule holds there too
+    send(browser, "run: echo always-$((6*7))")
+    shown(browser, ".tool-result.ok .output", "always-42")
+    turn_over(browser)
+    assert not browser.find_elements(By.CSS_SELECTOR, ".approval")
