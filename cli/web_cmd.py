@@ -129,4 +129,16 @@ def web(
     shown = f"[{host}]" if ":" in host else host
     address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     err_console.print(f"clawloop web page on {address} (Ctrl-C to stop)")
+    if not _loopback(host):
+        # The token keeps strangers out, but plain HTTP shows it to anyone on the path.
+        err_console.print(
+            "[bold red]reachable from other machines over plain HTTP: use it on a network "
+            "you trust, or behind a TLS proxy[/bold red]"
+        )
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def _loopback(host: str) -> bool:
+    from connectors.web.security import is_loopback
+
+    return is_loopback(host)

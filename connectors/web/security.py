@@ -53,9 +53,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def host_names(host: str, port: int) -> set[str]:
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` is the any-address (0.0.0.0, ::), which listens on every interface."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def host_names(host: str, port: int) -> set[str] | None:
     """The Host headers this server answers to: its bound address (and ``localhost`` when the
-    address is loopback, a name no other site can resolve to it)."""
+    address is loopback, a name no other site can resolve to it). None: any, for the
+    any-address, reached by names this process cannot know; a token is required there, and a
+    rebinding page, on a name of its own, never has it."""
+    if is_wildcard(host):
+        return None
     shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
     names = {f"{shown}:{port}"}
     if is_loopback(host):
@@ -115,10 +127,11 @@ class GuardMiddleware:
         await self.app(scope, receive, with_headers)
 
     def _problem(self, scope: Scope, headers: dict[str, str]) -> str | None:
-        if headers.get("host", "") not in self.hosts:
+        host = headers.get("host", "")
+        if self.hosts is not None and host not in self.hosts:
             return "unexpected Host header"
         origin = headers.get("origin")
-        if origin is not None and origin.removeprefix("http://") not in self.hosts:
+        if origin is not None and origin.removeprefix("http://") not in (self.hosts or {host}):
             return "request from another origin"
         presented = headers.get(TOKEN_HEADER) or _cookie(headers, TOKEN_COOKIE)
         if presented is None:

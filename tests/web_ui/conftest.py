@@ -84,10 +84,13 @@ def workspace() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def make_server(workspace: Path, token: str | None = None) -> tuple[WebServer, Any]:
+def make_server(
+    workspace: Path, token: str | None = None, bound: str = "127.0.0.1"
+) -> tuple[WebServer, Any]:
+    """The app as `agent web --host BOUND` makes it, always listening on 127.0.0.1 here."""
     settings = load_settings({"workspace": workspace, "backend": "fake"})
     port = free_port()
-    app = web_app(settings, "127.0.0.1", port, token, fake_backend())
+    app = web_app(settings, bound, port, token, fake_backend())
     server, thread = serve(app, port)
     web = WebServer(f"http://127.0.0.1:{port}", "127.0.0.1", port, settings, workspace)
     return web, lambda: stop(server, thread)

@@ -70,6 +70,25 @@ def test_with_a_token_every_request_needs_it(web: WebServer) -> None:
         close()
 
 
+def test_on_the_any_address_the_token_guards_every_host_name(web: WebServer) -> None:
+    """Bound to 0.0.0.0 the server is reached by names it cannot know (the machine's address on
+    each network), so it takes any Host; the token, which a rebinding page never has, guards."""
+    server, close = make_server(web.workspace, token="s3cret-token-for-tests", bound="0.0.0.0")
+    token = {"x-clawloop-token": "s3cret-token-for-tests"}
+    lan = {"host": f"192.0.2.7:{server.port}"}
+    try:
+        assert httpx.get(server.url + "/", headers=lan).status_code == 403
+        with httpx.Client(base_url=server.url, headers={**lan, **token}, timeout=20) as client:
+            headers = page_tokens(client)
+            assert client.post("/chat/stop", json={}, headers=headers).status_code == 200
+            foreign = {**headers, "origin": "http://attacker.example"}
+            assert client.post("/chat/stop", json={}, headers=foreign).status_code == 403
+            own = {**headers, "origin": f"http://192.0.2.7:{server.port}"}
+            assert client.post("/chat/stop", json={}, headers=own).status_code == 200
+    finally:
+        close()
+
+
 def test_the_command_refuses_another_host_without_a_token(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
