@@ -25,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 
 from agent.errors import UserError
 from agent.messages import AssistantMessage, UserMessage
-from connectors.web.chat import ChatBusy, WebChats
+from connectors.web.chat import WebChats
 from connectors.web.security import PAGE_HEADER, Guard, GuardMiddleware
 from connectors.web.stream import sse
 from connectors.web.traces import timeline, trace_rows
@@ -102,12 +102,11 @@ def create_app(config: WebConfig) -> Starlette:
             return body
         name = request.headers[PAGE_HEADER]
         try:
-            context = chats.begin(name)
+            if chats.busy(name):
+                return JSONResponse({"error": "a turn is already running here"}, status_code=409)
         except UserError as exc:
             return JSONResponse({"error": exc.message}, status_code=400)
-        except ChatBusy:
-            return JSONResponse({"error": "a turn is already running here"}, status_code=409)
-        stream = chats.play(name, body.message, context)
+        stream = chats.play(name, body.message)
 
         async def frames() -> AsyncIterator[bytes]:
             try:

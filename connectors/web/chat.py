@@ -30,10 +30,6 @@ STOP_GRACE_S = 15.0
 _DONE = object()
 
 
-class ChatBusy(Exception):
-    """The tab's session already has a turn running (the page sends one at a time)."""
-
-
 @dataclass
 class WebChat:
     """One tab's conversation, and its turn when one is running."""
@@ -69,21 +65,23 @@ class WebChats:
             self.chats[name] = chat
         return chat
 
-    def begin(self, name: str) -> RunContext:
-        """Claim the tab's session for a new turn: its run context (ChatBusy if one runs)."""
+    def busy(self, name: str) -> bool:
+        """Whether the tab's session has a turn running."""
+        return self.chat(name).running is not None
+
+    async def play(self, name: str, text: str) -> AsyncGenerator[dict[str, Any], None]:
+        """Run one turn; yields what the page shows, as it happens.
+
+        The session is claimed when the stream starts, not before, so a stream that never
+        starts (its page gone first) leaves nothing claimed.
+        """
         chat = self.chat(name)
         if chat.running is not None:
-            raise ChatBusy(name)
-        chat.running = RunContext(
+            yield {"type": "error", "message": "a turn is already running here", "reason": "busy"}
+            return
+        context = chat.running = RunContext(
             ask_timeout_s=self.ask_timeout_s, allowed=list(self.always), attended=True
         )
-        return chat.running
-
-    async def play(
-        self, name: str, text: str, context: RunContext
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """Run the turn :meth:`begin` claimed; yields what the page shows, as it happens."""
-        chat = self.chat(name)
         try:
             events = _in_thread(
                 lambda: self.run(chat.session, text, context), context, self._executor

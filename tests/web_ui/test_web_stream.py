@@ -46,3 +46,28 @@ def test_a_page_that_goes_away_stops_its_turn(web: WebServer) -> None:
         # The tab's session is free again for its next turn.
         again = client.post("/chat/send", json={"message": "still there?"}, headers=headers)
         assert again.status_code == 200 and "echo: still there?" in again.text
+
+
+def test_a_tab_runs_one_turn_at_a_time_and_stop_refuses_its_open_ask(web: WebServer) -> None:
+    with httpx.Client(base_url=web.url, timeout=WAIT_S) as client:
+        headers = page_tokens(client)
+        message = {"message": "run: echo web-ui-busy > busy.txt"}  # a write: asked
+        with client.stream("POST", "/chat/send", json=message, headers=headers) as r:
+            events = (json.loads(x[6:]) for x in r.iter_lines() if x.startswith("data: "))
+            ask = next(e for e in events if e["type"] == "approval")
+            second = client.post("/chat/send", json={"message": "me too"}, headers=headers)
+            assert second.status_code == 409
+            assert client.post("/chat/stop", json={}, headers=headers).json() == {"stopped": True}
+            rest = list(events)
+    kinds = [e["type"] for e in rest]
+    first = rest[0]
+    assert (first["type"], first["id"], first["outcome"]) == (
+        "approval_resolved",
+        ask["id"],
+        "cancelled",
+    )
+    assert "stopped" in kinds and "tool_result" in kinds
+    assert not (web.workspace / "busy.txt").exists()
+    late = {"id": ask["id"], "answer": "once"}
+    gone = httpx.post(web.url + "/chat/approve", json=late, headers=headers)
+    assert gone.status_code == 404  # the ask closed with its turn
