@@ -72,6 +72,7 @@ def _mount_optional_groups() -> None:
     from cli.traces_cmd import traces_app
     from cli.train_cmd import train
     from cli.usage_cmd import usage
+    from cli.web_cmd import web
 
     app.add_typer(tools_app, name="tools")
     app.add_typer(skills_app, name="skills")
@@ -87,6 +88,7 @@ def _mount_optional_groups() -> None:
     app.add_typer(memory_app, name="memory")
     app.command("train")(train)
     app.command("usage")(usage)
+    app.command("web")(web)
 
 
 _mount_optional_groups()

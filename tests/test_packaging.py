@@ -87,3 +87,15 @@ def test_help_does_not_import_torch() -> None:
         check=True,
     )
     assert "HEAVY []" in out.stdout
+
+
+def test_the_web_pages_templates_and_script_ship_inside_the_wheel(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    assert {
+        "connectors/web/static/chat.js",
+        "connectors/web/static/style.css",
+        "connectors/web/templates/chat.html.jinja",
+        "connectors/web/templates/trace.html.jinja",
+        "connectors/web/templates/traces.html.jinja",
+    } <= names

@@ -1,0 +1,182 @@
+"""`agent web`'s routes: the chat page and its stream, approvals, Stop, and the traces.
+
+Pages are rendered on the server by Jinja with autoescaping on; the one script is a static file
+of this package. Every request passes the checks of :mod:`connectors.web.security` first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import secrets
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from jinja2 import Environment, PackageLoader
+from pydantic import BaseModel, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from agent.errors import UserError
+from agent.messages import AssistantMessage, UserMessage
+from connectors.web.chat import WebChats
+from connectors.web.security import PAGE_HEADER, Guard, GuardMiddleware
+from connectors.web.stream import sse
+from connectors.web.traces import timeline, trace_rows
+
+STATIC = Path(__file__).parent / "static"
+Body = TypeVar("Body", bound=BaseModel)
+
+
+@dataclass(slots=True)
+class WebConfig:
+    """What the app serves: the chats, the traces folder, and who may reach it."""
+
+    chats: WebChats
+    traces_dir: Path
+    guard: Guard
+    title: str = "clawloop"
+
+
+class SendBody(BaseModel):
+    message: str = Field(min_length=1, max_length=100_000)
+
+
+class AnswerBody(BaseModel):
+    id: str = Field(min_length=1, max_length=64)
+    answer: Literal["once", "always", "deny"]
+
+
+def new_session_name() -> str:
+    """A fresh session name for a new tab, like `agent chat`'s, marked as the web page's."""
+    return f"web-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def create_app(config: WebConfig) -> Starlette:
+    """The ASGI app; run it with uvicorn on ``config.guard``'s host and port."""
+    env = Environment(
+        loader=PackageLoader("connectors.web", "templates"),
+        autoescape=True,  # every value the pages show comes from the model, tools or files
+    )
+    chats = config.chats
+
+    def page(name: str, status: int = 200, **values: object) -> HTMLResponse:
+        html = env.get_template(name).render(title=config.title, **values)
+        return HTMLResponse(html, status_code=status)
+
+    async def chat_page(request: Request) -> Response:
+        name = request.query_params.get("session")
+        history: list[tuple[str, str]] = []
+        busy = False
+        if name is None:
+            name = new_session_name()  # registered by its first message
+        else:
+            try:
+                chat = chats.chat(name)  # a reloaded tab: its session so far
+            except UserError as exc:
+                return page("error.html.jinja", 400, message=exc.message)
+            busy = chat.running is not None
+            history = [
+                (m.role, m.content)
+                for m in chat.session.messages
+                if isinstance(m, UserMessage | AssistantMessage) and isinstance(m.content, str)
+                if m.content
+            ]
+        return page(
+            "chat.html.jinja",
+            session=name,
+            csrf=config.guard.csrf_for(name),
+            history=history,
+            busy=busy,
+        )
+
+    async def send(request: Request) -> Response:
+        body = await _body(request, SendBody)
+        if isinstance(body, Response):
+            return body
+        name = request.headers[PAGE_HEADER]
+        try:
+            if chats.busy(name):
+                return JSONResponse({"error": "a turn is already running here"}, status_code=409)
+        except UserError as exc:
+            return JSONResponse({"error": exc.message}, status_code=400)
+        stream = chats.play(name, body.message)
+
+        async def frames() -> AsyncIterator[bytes]:
+            try:
+                async for item in stream:
+                    yield sse(item)
+                yield sse({"type": "done"})
+            finally:
+                await stream.aclose()  # a page that went away stops its turn (see chat.py)
+
+        return StreamingResponse(
+            frames(),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
+
+    async def approve(request: Request) -> Response:
+        body = await _body(request, AnswerBody)
+        if isinstance(body, Response):
+            return body
+        if not chats.answer(request.headers[PAGE_HEADER], body.id, body.answer):
+            return JSONResponse({"error": f"no open approval {body.id}"}, status_code=404)
+        return JSONResponse({"ok": True})
+
+    async def stop(request: Request) -> Response:
+        return JSONResponse({"stopped": chats.stop(request.headers[PAGE_HEADER])})
+
+    async def traces(request: Request) -> Response:
+        return page("traces.html.jinja", rows=trace_rows(config.traces_dir))
+
+    async def trace(request: Request) -> Response:
+        try:
+            view = timeline(config.traces_dir, request.path_params["run_id"])
+        except UserError as exc:
+            return page("error.html.jinja", 404, message=exc.message)
+        return page("trace.html.jinja", t=view)
+
+    app = Starlette(
+        routes=[
+            Route("/", chat_page),
+            Route("/chat/send", send, methods=["POST"]),
+            Route("/chat/approve", approve, methods=["POST"]),
+            Route("/chat/stop", stop, methods=["POST"]),
+            Route("/traces", traces),
+            Route("/traces/{run_id}", trace),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ],
+        middleware=[Middleware(GuardMiddleware, guard=config.guard)],
+        lifespan=_closing(chats),
+    )
+    return app
+
+
+async def _body(request: Request, model: type[Body]) -> Body | Response:
+    """The request's JSON body validated as ``model``, or a 400 saying what is wrong."""
+    try:
+        return model.model_validate_json(await request.body())
+    except ValidationError as exc:
+        return JSONResponse({"error": exc.errors()[0]["msg"]}, status_code=400)
+
+
+def _closing(
+    chats: WebChats,
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    """Running turns are stopped when the server shuts down."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            chats.close()
+
+    return lifespan
