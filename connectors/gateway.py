@@ -287,8 +287,11 @@ class Gateway:
         )
         if self.access.role(message.user) != "owner":
             # A paired or allowed member may talk to the agent, but their words are not the
-            # owner's: the data-flow gate treats them as it treats a mail.
+            # owner's: the data-flow gate treats them as it treats a mail. In a private chat no
+            # owner is there to answer its ask, so it is refused at once rather than left to
+            # run out.
             context.task_provenance = Provenance.member(message.user)
+            context.attended = message.chat_kind != "private"
         session = chat.session
         turn = Turn(
             connector,

@@ -3,7 +3,8 @@
 The real gateway and python-telegram-bot against the local Bot API server, a scripted model,
 the real skills and data-flow gate. An allowed member asks for ``notes.md`` to be overwritten;
 the member's message is labelled ``member`` in the session (and after a reload), so the path
-counts as untrusted text: the gate asks, only an owner could approve, and the ask runs out.
+counts as untrusted text: only an owner could approve the call, and with no owner in the
+member's private chat it is refused at once.
 The same message from the owner is the owner's own words, and the file is written.
 """
 
@@ -15,7 +16,7 @@ from fake_telegram import TOKEN, FakeTelegram
 from harness import make_gateway
 from loopthread import LoopThread, wait_for
 
-from agent.messages import AssistantMessage, ToolCall, UserMessage
+from agent.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from agent.provenance import Provenance
 from agent.session import Session
 from backends.fake import FakeBackend
@@ -59,8 +60,8 @@ def test_a_members_words_are_labelled_and_do_not_vouch_for_a_write(
     (ws / "notes.md").write_text("my notes\n")
     session = _run(lt, fake, tmp_path, ws, MEMBER)
     assert (ws / "notes.md").read_text() == "my notes\n"
-    said = " ".join(s.text for s in fake.replies(MEMBER))
-    assert "chat member telegram:222" in said, said
+    [refused] = [m for m in session.messages if isinstance(m, ToolMessage)]
+    assert "appears only in a message from the chat member telegram:222" in refused.content
     for source in (session, Session.open(session.path)):  # type: ignore[arg-type]
         [asked] = [m for m in source.messages if isinstance(m, UserMessage)]
         assert asked.provenance == Provenance.member("telegram:222")
