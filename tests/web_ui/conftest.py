@@ -148,7 +148,8 @@ def screenshot(browser: Any, name: str) -> None:
     if not folder:
         return
     height = browser.execute_script("return document.documentElement.scrollHeight")
-    browser.set_window_size(1100, min(max(int(height) + 120, 600), 2400))
+    # The window's size counts its frame, so it is taller than the page it must show whole.
+    browser.set_window_size(1100, min(max(int(height) + 320, 600), 2600))
     try:
         Path(folder).mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(Path(folder) / name))
