@@ -119,7 +119,7 @@ def web(
     workspace: WorkspaceOpt = None,
     sandbox: SandboxOpt = None,
 ) -> None:
-    """Serve a local web page: chat with the agent, approve its tool calls, read traces and evals.
+    """Serve a local web page: chat, approve tool calls, read traces, eval runs and status.
 
     It listens on 127.0.0.1 unless --host says otherwise, and then only with --token.
     """
