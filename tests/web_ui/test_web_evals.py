@@ -25,6 +25,7 @@ from cli.evals.runner import Variant, run_suite
 from cli.evals.stats import wilson
 from cli.evals.store import reports_dir, save_report
 from cli.evals.suite import load_suite
+from connectors.web.evals import flips, read_runs
 from tests.web_ui.conftest import WebServer, screenshot
 from tests.web_ui.test_web_page import shown
 
@@ -116,3 +117,28 @@ def test_a_report_that_does_not_parse_is_named_not_fatal(
         assert browser.find_elements(By.CSS_SELECTOR, 'svg[data-suite="web-tiny"] g.point')
     finally:
         Path(broken).unlink()
+
+
+def test_only_tasks_that_passed_every_attempt_in_one_run_and_none_in_the_other_flip(
+    tmp_path: Path,
+) -> None:
+    def report(outcomes: dict[str, list[bool]]) -> dict[str, Any]:
+        tasks = [{"task": t, "passed": p} for t, ps in outcomes.items() for p in ps]
+        passed = sum(t["passed"] for t in tasks)
+        low, high = wilson(passed, len(tasks))
+        variant = {"variant": "v", "passed": passed, "total": len(tasks), "rate": 0.5}
+        return {"suite": "s", "variants": [{**variant, "low": low, "high": high, "tasks": tasks}]}
+
+    first = {"steady": [True, True], "mixed": [True, False], "gone": [True, True]}
+    second = {
+        "steady": [True, True],
+        "mixed": [False, False],
+        "gone": [False, False],
+        "new": [True],
+    }
+    day = dt.datetime(2026, 5, 1, tzinfo=dt.UTC)
+    save_report(tmp_path, report(first), day)
+    save_report(tmp_path, report(second), day + dt.timedelta(days=1))
+    a, b = read_runs(tmp_path).runs
+    assert [(f.task, f.a, f.b) for f in flips(a, b)] == [("gone", (2, 2), (0, 2))]
+    assert flips(b, a)[0].task == "gone"
