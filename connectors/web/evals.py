@@ -144,7 +144,8 @@ def suite_points(runs: list[EvalRun]) -> list[Point]:
             arm = " ".join(x for x in (v.variant, v.adapter and f"+{Path(v.adapter).name}") if x)
             points.append(
                 Point(
-                    label=f"{run.when[5:16]} {arm}",
+                    label=run.when[5:16],
+                    sublabel=arm,
                     rate=v.rate,
                     low=v.low,
                     high=v.high,

@@ -21,6 +21,7 @@ class Point:
     """One value to plot: a label, a rate and its interval, all in 0..1."""
 
     label: str
+    sublabel: str
     rate: float
     low: float
     high: float
@@ -39,6 +40,7 @@ class Bar:
     whisker_top: float
     whisker_bottom: float
     label: str
+    sublabel: str
     title: str
 
 
@@ -77,6 +79,7 @@ def chart(points: list[Point]) -> Chart:
                 whisker_top=y(p.high),
                 whisker_bottom=y(p.low),
                 label=p.label,
+                sublabel=p.sublabel,
                 title=p.title,
             )
         )
