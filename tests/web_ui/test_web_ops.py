@@ -3,14 +3,17 @@ each as its command shows it, from the real files of the data folder."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 from selenium.webdriver.common.by import By
 from typer.testing import CliRunner
 
+from cli.config import load_settings
 from cli.gateway_cmd import access_list
 from cli.main import app
+from cli.web_ops import ops_sections
 from tests.web_ui.conftest import WebServer
 from tests.web_ui.test_web_page import shown
 from tests.web_ui.test_web_security import page_tokens
@@ -43,3 +46,14 @@ def test_the_ops_page_shows_pairings_skills_jobs_usage_and_the_sandbox(
     assert usage.find_elements(By.CSS_SELECTOR, "tbody tr")[0].text.split()[1] == "1"  # runs
     doctor = shown(browser, "#doctor", "bubblewrap")
     assert doctor.find_elements(By.CSS_SELECTOR, "tbody tr")[0].text.startswith(("ok", "NO"))
+
+
+def test_a_part_that_cannot_be_read_says_why_and_the_rest_still_show(tmp_path: Path) -> None:
+    settings = load_settings({"data_dir": tmp_path / "data", "backend": "fake"})
+    jobs = settings.data_dir / "cron" / "jobs.sqlite"
+    jobs.parent.mkdir(parents=True)
+    jobs.write_bytes(b"not a database, " * 512)
+    sections = {s.id: s for s in ops_sections(settings)}
+    assert sections["jobs"].problem is not None and "database" in sections["jobs"].problem
+    assert sections["skills"].problem is None and sections["skills"].rows
+    assert sections["doctor"].problem is None and sections["doctor"].rows
