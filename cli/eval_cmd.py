@@ -85,12 +85,15 @@ def evaluate(
 
     run_suite(suite, variants, repeat=repeat, jobs=jobs, progress=progress)
     report = to_json(suite.name, variants)
-    saved = save_report(reports_dir(base.data_dir), report)
     if json_out:
         typer.echo(dump_json(report))
     else:
         print_table(console, suite.name, variants)
-    console.print(f"report kept in {saved}", style="dim", markup=False, soft_wrap=True)
+    try:
+        kept = f"report kept in {save_report(reports_dir(base.data_dir), report)}"
+    except OSError as exc:  # the results are printed already: only the kept copy is lost
+        kept = f"report not kept: {exc}"
+    console.print(kept, style="dim", markup=False, soft_wrap=True)
     if plot is not None:
         write_plot(plot, suite.name, variants)
         console.print(f"[dim]plot written to {plot}[/dim]")
