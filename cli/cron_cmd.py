@@ -72,6 +72,19 @@ def _local(settings: Settings, when: dt.datetime | None) -> str:
     return when.astimezone(zone(settings.cron.timezone)).strftime("%Y-%m-%d %H:%M %Z")
 
 
+def job_status(settings: Settings, store: JobStore, job: Job) -> tuple[str, str]:
+    """A job's state (paused, or its next run) and its last run's outcome, as `list` shows."""
+    last = store.runs(job.id, limit=1)
+    outcome = f"{last[0].state} {_local(settings, last[0].scheduled_for)}" if last else "never"
+    state = "paused" if job.paused else f"next {_local(settings, job.next_due)}"
+    return state, outcome
+
+
+def run_when(settings: Settings, record: RunRecord) -> str:
+    """When a logged run was due, in the configured time zone."""
+    return _local(settings, record.scheduled_for)
+
+
 def _check_deliver(deliver: str) -> str:
     platform, _, target = deliver.partition(":")
     if deliver == "terminal" or (platform in ("telegram", "discord") and target):
@@ -128,9 +141,7 @@ def list_jobs() -> None:
         return
     console = SafeConsole(highlight=False)
     for job in jobs:
-        last = store.runs(job.id, limit=1)
-        outcome = f"{last[0].state} {_local(settings, last[0].scheduled_for)}" if last else "never"
-        state = "paused" if job.paused else f"next {_local(settings, job.next_due)}"
+        state, outcome = job_status(settings, store, job)
         console.print(
             f"{job.id}  {job.name}  [{job.schedule}]  {state}  → {job.deliver}  "
             f"last: {outcome}{'  (quiet)' if job.quiet else ''}",
@@ -231,8 +242,7 @@ def _report(settings: Settings, records: list[RunRecord]) -> None:
     for r in records:
         why = f"  {r.why}" if r.why else ""
         console.print(
-            f"{r.job_id}  {r.trigger}  {_local(settings, r.scheduled_for)}  {r.state}  "
-            f"run {r.run_id}{why}",
+            f"{r.job_id}  {r.trigger}  {run_when(settings, r)}  {r.state}  run {r.run_id}{why}",
             markup=False,
             soft_wrap=True,
         )

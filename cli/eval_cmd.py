@@ -11,6 +11,7 @@ from cli.config import load_settings
 from cli.console import SafeConsole
 from cli.evals.report import dump_json, print_table, to_json, write_plot
 from cli.evals.runner import TaskResult, Variant, run_suite
+from cli.evals.store import reports_dir, save_report
 from cli.evals.suite import load_suite
 from cli.wiring import build_backend
 
@@ -46,7 +47,8 @@ def evaluate(
     """Run every task of a suite in a fresh workspace and report the success rate per variant.
 
     Tasks run through the real loop, skills and sandbox; calls that would ask are approved,
-    since each workspace is a temporary folder. Each run leaves a trace graded by its check.
+    since each workspace is a temporary folder. Each run leaves a trace graded by its check,
+    and the report is kept in the data folder's evals/ (the web page's /evals shows it).
     """
     suite = load_suite(suite_path)
     if only:
@@ -82,10 +84,16 @@ def evaluate(
         )
 
     run_suite(suite, variants, repeat=repeat, jobs=jobs, progress=progress)
+    report = to_json(suite.name, variants)
     if json_out:
-        typer.echo(dump_json(to_json(suite.name, variants)))
+        typer.echo(dump_json(report))
     else:
         print_table(console, suite.name, variants)
+    try:
+        kept = f"report kept in {save_report(reports_dir(base.data_dir), report)}"
+    except OSError as exc:  # the results are printed already: only the kept copy is lost
+        kept = f"report not kept: {exc}"
+    console.print(kept, style="dim", markup=False, soft_wrap=True)
     if plot is not None:
         write_plot(plot, suite.name, variants)
         console.print(f"[dim]plot written to {plot}[/dim]")

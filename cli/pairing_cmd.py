@@ -30,9 +30,11 @@ def list_pairings() -> None:
         return
     table = Table("code / user", "name", "since", "state")
     for p in pending:
-        table.add_row(p.code, f"{p.name} ({p.user})", _when(p.created), "waiting")
+        table.add_row(p.code, f"{p.name} ({p.user})", local_time(p.created), "waiting")
     for user, info in sorted(paired.items()):
-        table.add_row(user, str(info.get("name", "")), _when(float(info.get("since", 0))), "paired")
+        table.add_row(
+            user, str(info.get("name", "")), local_time(float(info.get("since", 0))), "paired"
+        )
     console.print(table)
 
 
@@ -52,5 +54,6 @@ def revoke(
     console.print(f"revoked {removed}")
 
 
-def _when(stamp: float) -> str:
+def local_time(stamp: float) -> str:
+    """A pairing time stamp as `agent pairing list` shows it."""
     return dt.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M")

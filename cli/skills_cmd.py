@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,18 +63,38 @@ class Skills:
         return status_of(skill, self.lock)
 
 
-def list_skills(skills: Skills, console: Console) -> int:
-    """A table of every skill: name, status, source, description."""
+@dataclass(slots=True)
+class SkillRow:
+    """One skill as `agent skills list` shows it, with its manifest's lines."""
+
+    skill: Skill
+    status: str  # "new: disabled" and "changed: disabled" say the skill does not load
+    permissions: list[str]
+
+
+def skill_rows(skills: Skills) -> tuple[list[SkillRow], list[str]]:
+    """Every skill with its status, and the problems of those that did not load."""
     found = skills.discover()
-    table = Table(title=f"skills (folder {skills.folder})")
-    for column in ("skill", "status", "from", "description"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for skill in found.skills.values():
         status = skills.status(skill)
         shown = status if status not in ("new", "changed") else f"{status}: disabled"
-        table.add_row(skill.name, shown, escape(skill.source), escape(skill.description))
+        lines = skill.permissions.lines() if skill.permissions is not None else []
+        rows.append(SkillRow(skill, shown, lines))
+    return rows, list(found.problems)
+
+
+def list_skills(skills: Skills, console: Console) -> int:
+    """A table of every skill: name, status, source, description."""
+    rows, problems = skill_rows(skills)
+    table = Table(title=f"skills (folder {skills.folder})")
+    for column in ("skill", "status", "from", "description"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        skill = row.skill
+        table.add_row(skill.name, row.status, escape(skill.source), escape(skill.description))
     console.print(table)
-    for problem in found.problems:
+    for problem in problems:
         console.print(f"[yellow]not loaded:[/yellow] {escape(problem)}")
     return 0
 

@@ -1,4 +1,5 @@
-"""`agent web`: a local web page to chat with the agent, answer its asks and read its traces."""
+"""`agent web`: a local web page to chat with the agent, answer its asks, read its traces and
+eval reports, and see its pairings, skills, jobs, usage and sandbox."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from agent.backend import Backend
 from agent.errors import UserError
 from cli.config import Settings, load_settings
 from cli.console import SafeConsole
+from cli.evals.store import reports_dir
 from cli.wiring import build_backend, build_loop, build_toolbox, run_traced
 
 if TYPE_CHECKING:
@@ -77,6 +79,7 @@ def web_app(
     Every turn is traced like `agent chat`'s and its session kept in the sessions folder.
     """
     try:
+        from cli.web_ops import ops_sections
         from connectors.web.app import WebConfig, create_app
         from connectors.web.chat import WebChats
         from connectors.web.security import Guard
@@ -95,7 +98,15 @@ def web_app(
         settings.approval_timeout,
     )
     guard = Guard(host, port, token)
-    return create_app(WebConfig(chats, settings.traces_dir, guard))
+    return create_app(
+        WebConfig(
+            chats,
+            settings.traces_dir,
+            guard,
+            evals_dir=reports_dir(settings.data_dir),
+            ops=lambda: ops_sections(settings),
+        )
+    )
 
 
 def web(
@@ -108,7 +119,7 @@ def web(
     workspace: WorkspaceOpt = None,
     sandbox: SandboxOpt = None,
 ) -> None:
-    """Serve a local web page: chat with the agent, approve its tool calls, read traces.
+    """Serve a local web page: chat, approve tool calls, read traces, eval runs and status.
 
     It listens on 127.0.0.1 unless --host says otherwise, and then only with --token.
     """

@@ -82,6 +82,9 @@ def to_json(suite: str, variants: list[Variant]) -> dict[str, Any]:
             {
                 **asdict(summarize(v)),
                 "rate": summarize(v).rate,
+                "backend": v.settings.backend,
+                "model": v.settings.model,
+                "adapter": v.settings.adapter,
                 "tasks": [asdict(r) for r in sorted(v.results, key=lambda r: r.task)],
             }
             for v in variants

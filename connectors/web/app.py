@@ -1,4 +1,5 @@
-"""`agent web`'s routes: the chat page and its stream, approvals, Stop, and the traces.
+"""`agent web`'s routes: the chat page and its stream, approvals, Stop, the traces, the eval
+reports and the operations page.
 
 Pages are rendered on the server by Jinja with autoescaping on; the one script is a static file
 of this package. Every request passes the checks of :mod:`connectors.web.security` first.
@@ -17,6 +18,7 @@ from typing import Literal, TypeVar
 from jinja2 import Environment, PackageLoader
 from pydantic import BaseModel, Field, ValidationError
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -26,6 +28,9 @@ from starlette.staticfiles import StaticFiles
 from agent.errors import UserError
 from agent.messages import AssistantMessage, UserMessage
 from connectors.web.chat import WebChats
+from connectors.web.evals import EvalRuns, flips, read_runs, suite_points
+from connectors.web.ops import Gather
+from connectors.web.plot import chart
 from connectors.web.security import PAGE_HEADER, Guard, GuardMiddleware
 from connectors.web.stream import sse
 from connectors.web.traces import timeline, trace_rows
@@ -36,11 +41,14 @@ Body = TypeVar("Body", bound=BaseModel)
 
 @dataclass(slots=True)
 class WebConfig:
-    """What the app serves: the chats, the traces folder, and who may reach it."""
+    """What the app serves: the chats, the traces and eval reports, the operations page's
+    content, and who may reach it."""
 
     chats: WebChats
     traces_dir: Path
     guard: Guard
+    evals_dir: Path | None = None
+    ops: Gather | None = None
     title: str = "clawloop"
 
 
@@ -143,6 +151,37 @@ def create_app(config: WebConfig) -> Starlette:
             return page("error.html.jinja", 404, message=exc.message)
         return page("trace.html.jinja", t=view)
 
+    def eval_runs() -> EvalRuns:
+        return read_runs(config.evals_dir) if config.evals_dir else EvalRuns()
+
+    async def evals(request: Request) -> Response:
+        found = eval_runs()
+        plots = {suite: chart(suite_points(rs)) for suite, rs in found.suites().items()}
+        runs = list(reversed(found.runs))
+        return page("evals.html.jinja", runs=runs, plots=plots, unreadable=found.unreadable)
+
+    async def eval_run(request: Request) -> Response:
+        found = eval_runs()
+        try:
+            run = found.get(request.path_params["run_id"])
+        except UserError as exc:
+            return page("error.html.jinja", 404, message=exc.message)
+        series = found.suites()[run.report.suite]
+        return page("eval_run.html.jinja", run=run, plot_chart=chart(suite_points(series)))
+
+    async def eval_compare(request: Request) -> Response:
+        found = eval_runs()
+        try:
+            a = found.get(request.query_params.get("a", ""))
+            b = found.get(request.query_params.get("b", ""))
+        except UserError as exc:
+            return page("error.html.jinja", 404, message=exc.message)
+        return page("eval_compare.html.jinja", a=a, b=b, flips=flips(a, b))
+
+    async def ops(request: Request) -> Response:
+        sections = await run_in_threadpool(config.ops) if config.ops else []
+        return page("ops.html.jinja", sections=sections)
+
     app = Starlette(
         routes=[
             Route("/", chat_page),
@@ -151,6 +190,10 @@ def create_app(config: WebConfig) -> Starlette:
             Route("/chat/stop", stop, methods=["POST"]),
             Route("/traces", traces),
             Route("/traces/{run_id}", trace),
+            Route("/evals", evals),
+            Route("/evals/compare", eval_compare),
+            Route("/evals/{run_id}", eval_run),
+            Route("/ops", ops),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         middleware=[Middleware(GuardMiddleware, guard=config.guard)],

@@ -3,6 +3,7 @@ standing in for the model, so the expected rates per variant are known exactly."
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from cli.evals.checks import failures
 from cli.evals.report import summarize
 from cli.evals.runner import Variant, run_suite
 from cli.evals.stats import wilson
+from cli.evals.store import save_report
 from cli.evals.suite import Check, load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,6 +159,21 @@ def test_agent_eval_command_prints_json_per_task(tmp_path: Path) -> None:
         "greet": True,
     }
     assert variant["passed"] == 1 and variant["total"] == 3 and 0 < variant["low"] < 0.34
+    assert variant["backend"] == "fake"
+    # The run's report is kept in the data folder, the same object plus when it ran.
+    [kept] = (tmp_path / "data" / "evals").glob("*-tiny.json")
+    stored = json.loads(kept.read_text(encoding="utf-8"))
+    assert stored.pop("time").startswith("20") and stored == data
+    assert str(kept) in out.stderr
+
+
+def test_reports_kept_in_the_same_second_are_both_kept(tmp_path: Path) -> None:
+    now = dt.datetime(2026, 5, 1, 12, 0, 0, tzinfo=dt.UTC)
+    first = save_report(tmp_path, {"suite": "a/../b c", "variants": []}, now)
+    second = save_report(tmp_path, {"suite": "a/../b c", "variants": []}, now)
+    assert first.name == "20260501-120000-a-..-b-c.json"
+    assert second.name == "20260501-120000-a-..-b-c-2.json"
+    assert json.loads(second.read_text())["time"] == "2026-05-01T12:00:00+00:00"
 
 
 def test_a_task_never_sees_the_users_memory(tmp_path: Path) -> None:

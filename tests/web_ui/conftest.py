@@ -8,6 +8,7 @@ else ``echo: <text>``. The shell runs in the real bubblewrap sandbox.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import tempfile
@@ -26,6 +27,7 @@ from cli.web_cmd import web_app
 from tests.connectors.harness import fake_backend
 
 WAIT_S = 20.0
+SCREENSHOTS = "CLAWLOOP_WEB_SCREENSHOTS"  # a folder: the browser tests save the docs' pictures
 
 
 @dataclass
@@ -127,6 +129,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         "--disable-dev-shm-usage",
         "--disable-gpu",
         "--no-first-run",
+        "--window-size=1100,900",
         f"--user-data-dir={profile}",
     ):
         options.add_argument(arg)
@@ -136,3 +139,19 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield chrome
     finally:
         chrome.quit()
+
+
+def screenshot(browser: Any, name: str) -> None:
+    """Save the page as ``name`` in the folder ``CLAWLOOP_WEB_SCREENSHOTS`` names, when set:
+    the pictures in docs/web.md are made this way, and only on purpose."""
+    folder = os.environ.get(SCREENSHOTS)
+    if not folder:
+        return
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    # The window's size counts its frame, so it is taller than the page it must show whole.
+    browser.set_window_size(1100, min(max(int(height) + 320, 600), 2600))
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(Path(folder) / name))
+    finally:
+        browser.set_window_size(1100, 900)

@@ -13,7 +13,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.connectors.harness import processes_with
 from tests.connectors.loopthread import wait_for
-from tests.web_ui.conftest import WAIT_S, WebServer
+from tests.web_ui.conftest import WAIT_S, WebServer, screenshot
 
 
 def open_chat(browser: Any, web: WebServer) -> str:
@@ -78,6 +78,7 @@ def test_approving_a_command_runs_it_and_shows_its_result(browser: Any, web: Web
     shown(browser, ".msg.assistant.final", "done: ")
     assert "approved-42" in browser.find_element(By.CSS_SELECTOR, ".msg.assistant.final").text
     turn_over(browser)
+    screenshot(browser, "chat.png")
 
 
 def test_denying_a_command_never_runs_it(browser: Any, web: WebServer) -> None:
@@ -127,6 +128,7 @@ def test_a_trace_opens_as_a_timeline(browser: Any, web: WebServer) -> None:
     assert "decision: once by a person via the web page" in text
     assert "traced-42" in text
     assert "traced-42" in browser.find_element(By.ID, "final").text
+    screenshot(browser, "trace.png")
 
 
 def test_always_saves_the_rule_and_later_tabs_are_not_asked(browser: Any, web: WebServer) -> None:

@@ -102,3 +102,27 @@ def test_the_command_refuses_another_host_without_a_token(tmp_path: Path) -> Non
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--token" in lines[0] and "0.0.0.0" in lines[0]
+
+
+def test_the_read_only_pages_pass_the_same_checks(web: WebServer) -> None:
+    """/evals and /ops change nothing, but show what is on this machine: the Host, Origin and
+    token checks hold for them as for the chat."""
+    for path in ("/evals", "/ops", "/evals/compare?a=x&b=y"):
+        foreign_host = {"host": f"attacker.example:{web.port}"}
+        assert httpx.get(web.url + path, headers=foreign_host).status_code == 403
+        foreign_origin = {"origin": "http://attacker.example"}
+        assert httpx.get(web.url + path, headers=foreign_origin).status_code == 403
+    assert httpx.get(web.url + "/evals").status_code == 200
+    server, close = make_server(web.workspace, token="s3cret-token-for-tests")
+    try:
+        for path in ("/evals", "/ops"):
+            r = httpx.get(server.url + path)
+            assert r.status_code == 403 and "token" in r.text
+            token = {"x-clawloop-token": "s3cret-token-for-tests"}
+            ok = httpx.get(server.url + path, headers=token, timeout=20)
+            assert (
+                ok.status_code == 200
+                and "frame-ancestors 'none'" in ok.headers["content-security-policy"]
+            )
+    finally:
+        close()
