@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,6 +20,7 @@ from agent.plugins import collect, plugin_manager
 from cli.config import Settings, load_settings
 from cli.cron_cmd import store_for
 from cli.cron_jobs import gateway_executor
+from cli.gateway_web import web_server
 from cli.wiring import build_backend, build_loop, build_toolbox, run_traced
 from connectors.access import AccessList
 from connectors.base import Connector
@@ -31,6 +32,9 @@ from connectors.logs import log, setup_logging
 from connectors.settings import DiscordSettings, TelegramSettings
 from connectors.state import GatewayState
 from sandbox.secrets import find_secrets
+
+if TYPE_CHECKING:
+    import uvicorn
 
 SHUTDOWN_LIMIT_S = 12.0
 
@@ -101,10 +105,11 @@ def build_connectors(settings: Settings, state: GatewayState) -> list[Connector]
                 hint=f"set [connectors.{name}] owner_ids",
             )
         connectors.append(factories[name](table, table.token, state))
-    if not connectors:
+    if not connectors and not settings.connectors.web.enabled:
         raise UserError(
             "no connector is enabled: set enabled = true and a token under "
-            "[connectors.telegram] or [connectors.discord] (see docs/connectors.md)"
+            "[connectors.telegram] or [connectors.discord], or enabled = true under "
+            "[connectors.web] (see docs/connectors.md)"
         )
     return connectors
 
@@ -168,7 +173,8 @@ def gateway(
         zone(settings.cron.timezone),
         dt.timedelta(minutes=settings.cron.grace_minutes),
     )
-    asyncio.run(_serve(gw, scheduler))
+    page = web_server(settings, loop, gw.always)  # shares the gateway's "always" rules
+    asyncio.run(_serve(gw, scheduler, page))
     _exit_now_if_tools_linger()
 
 
@@ -183,7 +189,7 @@ async def _check(connectors: list[Connector]) -> None:
         await connector.stop()
 
 
-async def _serve(gw: Gateway, scheduler: Scheduler) -> None:
+async def _serve(gw: Gateway, scheduler: Scheduler, page: uvicorn.Server | None = None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -191,8 +197,13 @@ async def _serve(gw: Gateway, scheduler: Scheduler) -> None:
     await gw.start()
     log(logging.INFO, "gateway_ready", connectors=list(gw.connectors))
     jobs = asyncio.create_task(_run_jobs(scheduler, stop))
+    web = asyncio.create_task(_run_page(page)) if page is not None else None
     await stop.wait()
     log(logging.INFO, "shutting_down")
+    if web is not None and page is not None:
+        page.should_exit = True  # the page's running turns are stopped as it closes
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(web, timeout=SHUTDOWN_LIMIT_S)
     jobs.cancel()  # a job cut short is recorded as interrupted by the next scheduler
     with contextlib.suppress(asyncio.CancelledError):
         await jobs
@@ -210,6 +221,16 @@ async def _run_jobs(scheduler: Scheduler, stop: asyncio.Event) -> None:
         log(logging.WARNING, "cron_not_run_here", reason=busy.message)
     except Exception as exc:  # the chats go on without the jobs
         log(logging.ERROR, "cron_failed", error=repr(exc))
+
+
+async def _run_page(page: uvicorn.Server) -> None:
+    """The web page beside the chats; a page that cannot listen is logged, the chats go on."""
+    config = page.config
+    log(logging.INFO, "web_page", address=f"http://{config.host}:{config.port}/")
+    try:
+        await page.serve()
+    except (Exception, SystemExit) as exc:  # uvicorn exits when its port is taken
+        log(logging.ERROR, "web_page_failed", error=repr(exc))
 
 
 def _exit_now_if_tools_linger() -> None:

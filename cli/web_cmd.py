@@ -10,6 +10,7 @@ import typer
 
 from agent.backend import Backend
 from agent.errors import UserError
+from agent.loop import AgentLoop
 from cli.config import Settings, load_settings
 from cli.console import SafeConsole
 from cli.evals.store import reports_dir
@@ -78,6 +79,26 @@ def web_app(
 
     Every turn is traced like `agent chat`'s and its session kept in the sessions folder.
     """
+    check_exposure(host, token)
+    model = backend or build_backend(settings)
+    # No standing approver: every ask is an event the page shows with its buttons.
+    toolbox = build_toolbox(settings, None, None, model)
+    return page_app(settings, build_loop(settings, model, toolbox), host, port, token)
+
+
+def page_app(
+    settings: Settings,
+    loop: AgentLoop,
+    host: str,
+    port: int,
+    token: str | None = None,
+    always: list[str] | None = None,
+) -> Starlette:
+    """The page's app around an existing loop (`agent web`'s own, or the gateway's).
+
+    ``always`` is the list of allow rules said "always" to since the start, shared with the
+    gateway's chats when the page runs inside it.
+    """
     try:
         from cli.web_ops import ops_sections
         from connectors.web.app import WebConfig, create_app
@@ -86,16 +107,13 @@ def web_app(
     except ImportError as exc:
         raise UserError(f"agent web needs {exc.name}: run {WEB_INSTALL_HINT}") from None
     check_exposure(host, token)
-    model = backend or build_backend(settings)
-    # No standing approver: every ask is an event the page shows with its buttons.
-    toolbox = build_toolbox(settings, None, None, model)
-    loop = build_loop(settings, model, toolbox)
     chats = WebChats(
         lambda session, text, context: run_traced(
             settings, loop, session, text, {"front_end": "web"}, context=context
         ),
         settings.sessions_dir,
         settings.approval_timeout,
+        always=always,
     )
     guard = Guard(host, port, token)
     return create_app(
@@ -105,6 +123,8 @@ def web_app(
             guard,
             evals_dir=reports_dir(settings.data_dir),
             ops=lambda: ops_sections(settings),
+            workspace=settings.workspace.expanduser().resolve(),
+            max_file_bytes=int(settings.gateway.max_file_mb * 1024 * 1024),
         )
     )
 

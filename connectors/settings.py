@@ -45,13 +45,27 @@ class DiscordSettings(BaseModel):
     allow_ids: Ids = Field(default_factory=list)
 
 
+class WebSettings(BaseModel):
+    """``[connectors.web]``: the web page of `agent web`, served by `agent gateway` too."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=1, le=65535)
+    token_env: str | None = Field(
+        default=None, description="the environment variable holding the page's access token"
+    )
+
+
 class ConnectorsSettings(BaseModel):
-    """``[connectors]``: one table per chat platform."""
+    """``[connectors]``: one table per chat platform, and the web page."""
 
     model_config = ConfigDict(extra="forbid")
 
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
 
 
 class GatewaySettings(BaseModel):

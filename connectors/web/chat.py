@@ -44,13 +44,19 @@ class WebChats:
     """Every tab's chat, by session name; turns of different tabs run concurrently."""
 
     def __init__(
-        self, run: RunFn, sessions_dir: Path, ask_timeout_s: float, max_turns_at_once: int = 8
+        self,
+        run: RunFn,
+        sessions_dir: Path,
+        ask_timeout_s: float,
+        max_turns_at_once: int = 8,
+        always: list[str] | None = None,
     ) -> None:
         self.run = run
         self.sessions_dir = sessions_dir
         self.ask_timeout_s = ask_timeout_s
         self.chats: dict[str, WebChat] = {}
-        self.always: list[str] = []  # allow rules said "always" to since the start
+        # Allow rules said "always" to since the start; inside the gateway, its very list.
+        self.always: list[str] = always if always is not None else []
         self._executor = ThreadPoolExecutor(
             max_workers=max_turns_at_once, thread_name_prefix="turn"
         )
