@@ -34,7 +34,7 @@ from agent.terminal_text import escape_controls
 from connectors.access import AccessList
 from connectors.base import Connector, FileTooLarge, Incoming
 from connectors.chunking import split_message
-from connectors.inbox import save_file
+from connectors.inbox import save_file, saved_note
 from connectors.logs import LOGGER, log
 from connectors.ratelimit import RateLimiter
 from connectors.state import GatewayState
@@ -377,7 +377,7 @@ class Gateway:
                 problems.append(f"{file.name} could not be saved")
                 continue
             log(logging.INFO, "file_saved", message=message.key, path=str(path), size=len(data))
-            notes.append(f"[The user sent a file; it is saved in the workspace at {path}.]")
+            notes.append(saved_note(path))
         if problems:
             await self._reply(message, "Not saved: " + "; ".join(problems) + ".")
         if not notes:

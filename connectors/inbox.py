@@ -27,6 +27,11 @@ def safe_name(name: str) -> str:
     return stem[: MAX_NAME - len(ext)] + ext
 
 
+def saved_note(path: Path) -> str:
+    """The line added to the turn's text so the model knows where a sent file is."""
+    return f"[The user sent a file; it is saved in the workspace at {path}.]"
+
+
 def save_file(workspace: Path, name: str, data: bytes) -> Path:
     """Write ``data`` as a new file in ``workspace/inbox``; returns its path in the workspace.
 

@@ -29,6 +29,7 @@ from agent.errors import UserError
 from agent.messages import AssistantMessage, UserMessage
 from connectors.web.chat import WebChats
 from connectors.web.evals import EvalRuns, flips, read_runs, suite_points
+from connectors.web.files import FilesRefused, SentFile, decode, save_all
 from connectors.web.ops import Gather
 from connectors.web.plot import chart
 from connectors.web.security import PAGE_HEADER, Guard, GuardMiddleware
@@ -50,10 +51,13 @@ class WebConfig:
     evals_dir: Path | None = None
     ops: Gather | None = None
     title: str = "clawloop"
+    workspace: Path | None = None  # files sent with a message go to its inbox/
+    max_file_bytes: int = 20 * 1024 * 1024
 
 
 class SendBody(BaseModel):
-    message: str = Field(min_length=1, max_length=100_000)
+    message: str = Field(max_length=100_000)
+    files: list[SentFile] = Field(default_factory=list, max_length=20)
 
 
 class AnswerBody(BaseModel):
@@ -109,12 +113,17 @@ def create_app(config: WebConfig) -> Starlette:
         if isinstance(body, Response):
             return body
         name = request.headers[PAGE_HEADER]
+        if not body.message.strip() and not body.files:
+            return JSONResponse({"error": "the message is empty"}, status_code=400)
         try:
             if chats.busy(name):
                 return JSONResponse({"error": "a turn is already running here"}, status_code=409)
+            text = await _with_files(config, body)
+        except FilesRefused as exc:
+            return JSONResponse({"error": exc.message}, status_code=413)
         except UserError as exc:
             return JSONResponse({"error": exc.message}, status_code=400)
-        stream = chats.play(name, body.message)
+        stream = chats.play(name, text)
 
         async def frames() -> AsyncIterator[bytes]:
             try:
@@ -200,6 +209,20 @@ def create_app(config: WebConfig) -> Starlette:
         lifespan=_closing(chats),
     )
     return app
+
+
+async def _with_files(config: WebConfig, body: SendBody) -> str:
+    """The turn's text: the message, and a line naming each file saved in the inbox."""
+    if not body.files:
+        return body.message
+    if config.workspace is None:
+        raise UserError("this page takes no files: it has no workspace")
+    files = decode(body.files, config.max_file_bytes)  # every file checked before any is saved
+    workspace = config.workspace
+    try:
+        return await run_in_threadpool(save_all, workspace, files, body.message)
+    except OSError as exc:
+        raise UserError(f"the files could not be saved in the inbox: {exc.strerror}") from None
 
 
 async def _body(request: Request, model: type[Body]) -> Body | Response:
