@@ -87,10 +87,14 @@ def workspace() -> Iterator[Path]:
 
 
 def make_server(
-    workspace: Path, token: str | None = None, bound: str = "127.0.0.1"
+    workspace: Path,
+    token: str | None = None,
+    bound: str = "127.0.0.1",
+    config: dict[str, Any] | None = None,
 ) -> tuple[WebServer, Any]:
-    """The app as `agent web --host BOUND` makes it, always listening on 127.0.0.1 here."""
-    settings = load_settings({"workspace": workspace, "backend": "fake"})
+    """The app as `agent web --host BOUND` makes it, always listening on 127.0.0.1 here;
+    ``config`` sets more of the settings (dotted keys, as the command's options do)."""
+    settings = load_settings({"workspace": workspace, "backend": "fake", **(config or {})})
     port = free_port()
     app = web_app(settings, bound, port, token, fake_backend())
     server, thread = serve(app, port)

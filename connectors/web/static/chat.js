@@ -149,18 +149,74 @@
     main.dataset.busy = on ? "1" : "";
   }
 
+  // Files: chosen with the file input, or dropped onto the chat (when the browser can drag).
+  const fileInput = document.getElementById("files");
+  const chosen = document.getElementById("files-chosen");
+  let dropped = [];
+
+  function pending() {
+    return Array.from(fileInput.files).concat(dropped);
+  }
+
+  function showChosen() {
+    const names = pending().map((f) => f.name);
+    chosen.textContent = names.length ? "to send: " + names.join(", ") : "";
+  }
+
+  fileInput.addEventListener("change", showChosen);
+  main.addEventListener("dragover", (e) => {
+    if (e.dataTransfer && Array.from(e.dataTransfer.types).includes("Files")) {
+      e.preventDefault();
+      main.classList.add("dropping");
+    }
+  });
+  main.addEventListener("dragleave", () => main.classList.remove("dropping"));
+  main.addEventListener("drop", (e) => {
+    main.classList.remove("dropping");
+    if (!e.dataTransfer || !e.dataTransfer.files.length) return;
+    e.preventDefault();
+    dropped = dropped.concat(Array.from(e.dataTransfer.files));
+    showChosen();
+  });
+
+  function base64(file) {
+    return new Promise((resolve, reject) => {
+      const reader = new FileReader();
+      // A data: URL is "data:TYPE;base64,DATA": the part after the comma is the file.
+      reader.onload = () => resolve(String(reader.result).split(",", 2)[1] || "");
+      reader.onerror = () => reject(reader.error);
+      reader.readAsDataURL(file);
+    });
+  }
+
+  async function refusal(r) {
+    const body = await r.text();
+    try {
+      return JSON.parse(body).error || body;
+    } catch (err) {
+      return body;
+    }
+  }
+
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const text = input.value.trim();
-    if (!text) return;
+    const files = pending();
+    if (!text && !files.length) return;
     input.value = "";
-    add(el("div", "msg user", text));
+    fileInput.value = "";
+    dropped = [];
+    showChosen();
+    const names = files.map((f) => f.name);
+    add(el("div", "msg user", text + (names.length ? "\n(files: " + names.join(", ") + ")" : "")));
     answer = null;
     busy(true);
     try {
-      const r = await post("/chat/send", { message: text });
+      const sent = [];
+      for (const f of files) sent.push({ name: f.name, data: await base64(f) });
+      const r = await post("/chat/send", { message: text, files: sent });
       if (!r.ok || !r.body) {
-        add(el("div", "error", "not sent: " + (await r.text())));
+        add(el("div", "error", "not sent: " + (await refusal(r))));
         return;
       }
       const reader = r.body.getReader();
