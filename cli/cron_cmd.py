@@ -162,24 +162,33 @@ def remove(job_id: IdArg) -> None:
 @cron_app.command("pause")
 def pause(job_id: IdArg) -> None:
     """Stop running a job until it is resumed."""
-    store = store_for(load_settings())
-    job = store.find(job_id)
-    store.set_paused(job.id, True, job.next_due)
-    typer.echo(f"paused {job.id} ({job.name})")
+    typer.echo(pause_job(load_settings(), job_id))
 
 
 @cron_app.command("resume")
 def resume(job_id: IdArg) -> None:
     """Run a paused job again from its next slot (slots while paused are not made up)."""
-    settings = load_settings()
+    typer.echo(resume_job(load_settings(), job_id))
+
+
+def pause_job(settings: Settings, key: str) -> str:
+    """Pause the job with id or name ``key``; returns what was done, in one line."""
     store = store_for(settings)
-    job = store.find(job_id)
+    job = store.find(key)
+    store.set_paused(job.id, True, job.next_due)
+    return f"paused {job.id} ({job.name})"
+
+
+def resume_job(settings: Settings, key: str) -> str:
+    """Resume the job with id or name ``key`` from its next slot; returns what was done."""
+    store = store_for(settings)
+    job = store.find(key)
     now = clock_from_env().now()
     next_due = parse_schedule(job.schedule, zone(settings.cron.timezone)).next_after(
         now, job.anchor
     )
     store.set_paused(job.id, False, next_due)
-    typer.echo(f"resumed {job.id} ({job.name}): next run {_local(settings, next_due)}")
+    return f"resumed {job.id} ({job.name}): next run {_local(settings, next_due)}"
 
 
 @cron_app.command("run")

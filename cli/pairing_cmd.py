@@ -13,7 +13,7 @@ from cli.console import SafeConsole
 from cli.gateway_cmd import access_list
 
 pairing_app = typer.Typer(
-    help="Pair chat users with the bots: list codes, approve them, revoke users.",
+    help="Pair chat users with the bots: list codes, approve or deny them, revoke users.",
     no_args_is_help=True,
 )
 console = SafeConsole(highlight=False)
@@ -43,6 +43,13 @@ def approve(code: Annotated[str, typer.Argument(help="The code the bot gave the 
     """Let the sender who was given CODE talk to the bots."""
     user = access_list(load_settings()).approve(code)
     console.print(f"paired {user}")
+
+
+@pairing_app.command("deny")
+def deny(code: Annotated[str, typer.Argument(help="The code the bot gave the sender.")]) -> None:
+    """Drop the code CODE: its sender stays unpaired (and may ask again)."""
+    user = access_list(load_settings()).deny(code)
+    console.print(f"denied {user}")
 
 
 @pairing_app.command("revoke")

@@ -104,6 +104,17 @@ class AccessList:
             }
             return str(entry["user"])
 
+    def deny(self, code: str) -> str:
+        """Drop the code ``code`` without pairing its sender; returns the user."""
+        code = code.strip().upper()
+        with self.store.edit() as data:
+            entry = data.setdefault("pending", {}).pop(code, None)
+            if entry is None:
+                raise UserError(
+                    f"no pending pairing with code {code}: run `agent pairing list` to see them"
+                )
+            return str(entry["user"])
+
     def revoke(self, user: str) -> str:
         """Unpair ``user`` (``telegram:123``, or a bare id if only one platform has it)."""
         with self.store.edit() as data:
