@@ -100,6 +100,7 @@ def page_app(
     gateway's chats when the page runs inside it.
     """
     try:
+        from cli.web_actions import ops_act
         from cli.web_ops import ops_sections
         from connectors.web.app import WebConfig, create_app
         from connectors.web.chat import WebChats
@@ -123,6 +124,7 @@ def page_app(
             guard,
             evals_dir=reports_dir(settings.data_dir),
             ops=lambda: ops_sections(settings),
+            act=lambda action, target: ops_act(settings, action, target),
             workspace=settings.workspace.expanduser().resolve(),
             max_file_bytes=int(settings.gateway.max_file_mb * 1024 * 1024),
         )

@@ -18,7 +18,7 @@ from cli.gateway_cmd import access_list
 from cli.pairing_cmd import local_time
 from cli.skills_cmd import Skills, skill_rows
 from cli.usage_cmd import By, summarise
-from connectors.web.ops import Section, guarded
+from connectors.web.ops import RowAction, Section, guarded
 
 RECENT_RUNS = 20
 
@@ -40,19 +40,29 @@ def pairing(settings: Settings) -> Section:
     """Owners, paired users and codes waiting, as `agent pairing list` shows them."""
     access = access_list(settings)
     rows = [[user, "", "", "owner"] for user in sorted(access.owners)]
-    rows += [
-        [p.code, f"{p.name} ({p.user})", local_time(p.created), "waiting"] for p in access.pending()
-    ]
+    pending = access.pending()
+    rows += [[p.code, f"{p.name} ({p.user})", local_time(p.created), "waiting"] for p in pending]
+    paired = sorted(access.paired().items())
     rows += [
         [user, str(info.get("name", "")), local_time(float(info.get("since", 0))), "paired"]
-        for user, info in sorted(access.paired().items())
+        for user, info in paired
     ]
+    actions: list[list[RowAction]] = [[] for _ in access.owners]
+    actions += [
+        [
+            RowAction("pairing-approve", p.code, f"approve {p.code}"),
+            RowAction("pairing-deny", p.code, f"deny {p.code}"),
+        ]
+        for p in pending
+    ]
+    actions += [[] for _ in paired]
     return Section(
         "pairing",
         "Pairing",
         ["code / user", "name", "since", "state"],
         rows,
         empty="no owners, no paired users and no codes waiting",
+        actions=actions,
     )
 
 
@@ -69,22 +79,33 @@ def skills(settings: Settings) -> Section:
         ],
         empty="no skills",
         notes=[f"not loaded: {p}" for p in problems],
+        actions=[
+            [RowAction("skill-approve", r.skill.name, f"approve {r.skill.name}")]
+            if r.status.startswith(("new", "changed"))
+            else []
+            for r in rows
+        ],
     )
 
 
 def jobs(settings: Settings) -> Section:
     """The scheduled jobs and their last outcomes, as `agent cron list` shows them."""
     store = store_for(settings)
-    rows = []
+    rows, actions = [], []
     for job in store.jobs():
         state, outcome = job_status(settings, store, job)
         rows.append([job.id, job.name, job.schedule, state, job.deliver, outcome])
+        if job.paused:
+            actions.append([RowAction("job-resume", job.id, f"resume {job.name}")])
+        else:
+            actions.append([RowAction("job-pause", job.id, f"pause {job.name}")])
     return Section(
         "jobs",
         "Scheduled jobs",
         ["id", "name", "schedule", "state", "to", "last run"],
         rows,
         empty="no jobs: add one with `agent cron add WHEN PROMPT`",
+        actions=actions,
     )
 
 

@@ -30,13 +30,14 @@ from agent.messages import AssistantMessage, UserMessage
 from connectors.web.chat import WebChats
 from connectors.web.evals import EvalRuns, flips, read_runs, suite_points
 from connectors.web.files import FilesRefused, SentFile, decode, save_all
-from connectors.web.ops import Gather
+from connectors.web.ops import Act, Action, Gather
 from connectors.web.plot import chart
 from connectors.web.security import PAGE_HEADER, Guard, GuardMiddleware
 from connectors.web.stream import sse
 from connectors.web.traces import timeline, trace_rows
 
 STATIC = Path(__file__).parent / "static"
+OPS_PAGE = "ops-page"  # what /ops's script sends as its page, for its CSRF token
 Body = TypeVar("Body", bound=BaseModel)
 
 
@@ -50,6 +51,7 @@ class WebConfig:
     guard: Guard
     evals_dir: Path | None = None
     ops: Gather | None = None
+    act: Act | None = None  # the changes /ops makes
     title: str = "clawloop"
     workspace: Path | None = None  # files sent with a message go to its inbox/
     max_file_bytes: int = 20 * 1024 * 1024
@@ -58,6 +60,11 @@ class WebConfig:
 class SendBody(BaseModel):
     message: str = Field(max_length=100_000)
     files: list[SentFile] = Field(default_factory=list, max_length=20)
+
+
+class ActBody(BaseModel):
+    action: Action
+    target: str = Field(min_length=1, max_length=200)
 
 
 class AnswerBody(BaseModel):
@@ -189,7 +196,25 @@ def create_app(config: WebConfig) -> Starlette:
 
     async def ops(request: Request) -> Response:
         sections = await run_in_threadpool(config.ops) if config.ops else []
-        return page("ops.html.jinja", sections=sections)
+        return page(
+            "ops.html.jinja",
+            sections=sections,
+            page_name=OPS_PAGE,
+            csrf=config.guard.csrf_for(OPS_PAGE),
+            changes=config.act is not None,
+        )
+
+    async def ops_act(request: Request) -> Response:
+        body = await _body(request, ActBody)
+        if isinstance(body, Response):
+            return body
+        if config.act is None:
+            return JSONResponse({"error": "this page makes no changes"}, status_code=404)
+        try:
+            done = await run_in_threadpool(config.act, body.action, body.target)
+        except UserError as exc:
+            return JSONResponse({"error": exc.message}, status_code=400)
+        return JSONResponse({"done": done})
 
     app = Starlette(
         routes=[
@@ -203,6 +228,7 @@ def create_app(config: WebConfig) -> Starlette:
             Route("/evals/compare", eval_compare),
             Route("/evals/{run_id}", eval_run),
             Route("/ops", ops),
+            Route("/ops/act", ops_act, methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         middleware=[Middleware(GuardMiddleware, guard=config.guard)],

@@ -36,7 +36,9 @@ def test_the_ops_page_shows_pairings_skills_jobs_usage_and_the_sandbox(
     pairing = shown(browser, "#pairing", "telegram:4242")
     rows = [r.text for r in pairing.find_elements(By.CSS_SELECTOR, "tbody tr")]
     assert any(r.startswith("telegram:4242 Ada <script>") and r.endswith("paired") for r in rows)
-    assert any(r.startswith(f"{waiting} Bob (discord:77)") and r.endswith("waiting") for r in rows)
+    # A waiting code's row ends with its buttons (see test_web_ops_changes.py).
+    waits = f"waiting approve {waiting} deny {waiting}"
+    assert any(r.startswith(f"{waiting} Bob (discord:77)") and r.endswith(waits) for r in rows)
     assert not browser.find_elements(By.CSS_SELECTOR, "#pairing script")  # text, never markup
     skills = shown(browser, "#skills", "shell")
     assert "Run bash commands in the sandbox." in skills.text
