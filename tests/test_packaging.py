@@ -94,6 +94,7 @@ def test_the_web_pages_templates_and_script_ship_inside_the_wheel(wheel: Path) -
         names = set(zf.namelist())
     assert {
         "connectors/web/static/chat.js",
+        "connectors/web/static/ops.js",
         "connectors/web/static/style.css",
         "connectors/web/templates/chat.html.jinja",
         "connectors/web/templates/trace.html.jinja",
