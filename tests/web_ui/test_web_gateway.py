@@ -1,6 +1,7 @@
 """The web page inside `agent gateway`: a real gateway process with ``[connectors.web]``
 enabled (and no chat bot), its page reached over HTTP on 127.0.0.1, its turn run by the
-gateway's loop on the scripted fake backend."""
+gateway's loop on the scripted fake backend; and the page sharing the gateway's "always"
+rules both ways."""
 
 from __future__ import annotations
 
@@ -12,10 +13,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from tests.web_ui.conftest import free_port
+from cli.config import load_settings
+from cli.web_cmd import page_app
+from cli.wiring import build_loop, build_toolbox
+from tests.connectors.harness import fake_backend
+from tests.web_ui.conftest import free_port, serve, stop
+from tests.web_ui.test_web_security import page_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "a-long-random-page-token-for-this-test"
@@ -113,3 +120,44 @@ def test_the_page_inside_the_gateway_refuses_requests_without_the_token(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
+
+
+def test_the_page_shares_the_gateways_always_rules_both_ways(home: Path, workspace: Path) -> None:
+    """The page as the gateway builds it, around a loop and the gateway's list of rules."""
+    settings = load_settings({"workspace": workspace, "backend": "fake"})
+    model = fake_backend()
+    loop = build_loop(settings, model, build_toolbox(settings, None, None, model))
+    shared: list[str] = []  # the gateway's `always` list
+    port = free_port()
+    server, thread = serve(page_app(settings, loop, "127.0.0.1", port, None, shared), port)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            headers = page_tokens(client)
+            events = turn(client, headers, "run: echo shared-$((6*7))", answer="always")
+            assert any(e["type"] == "approval" for e in events)
+            assert shared == ["shell(echo shared-$((6*7)))"]  # the chats start with it now
+            # A rule said "always" to in a chat: the page's next turn is not asked.
+            shared.append("shell(echo from-a-chat)")
+            events = turn(client, page_tokens(client), "run: echo from-a-chat")
+            assert not any(e["type"] == "approval" for e in events)
+            assert any(e["type"] == "tool_result" and e["ok"] for e in events)
+    finally:
+        stop(server, thread)
+
+
+def turn(
+    client: httpx.Client, headers: dict[str, str], text: str, answer: str = ""
+) -> list[dict[str, Any]]:
+    """One turn's events; each ask is answered with ``answer`` as it comes."""
+    events = []
+    with client.stream("POST", "/chat/send", json={"message": text}, headers=headers) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line.removeprefix("data: "))
+            events.append(event)
+            if event["type"] == "approval":
+                body = {"id": event["id"], "answer": answer}
+                assert client.post("/chat/approve", json=body, headers=headers).status_code == 200
+    return events
