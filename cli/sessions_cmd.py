@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -29,24 +30,43 @@ def _path(name: str) -> Path:
     return path
 
 
-@sessions_app.command("list")
-def list_sessions() -> None:
-    """List sessions, newest first."""
-    folder = load_settings().sessions_dir
+@dataclass(frozen=True, slots=True)
+class SavedSession:
+    """One saved session as the list shows it."""
+
+    name: str
+    messages: int
+    changed: dt.datetime
+    first: str  # its first request
+
+
+def saved_sessions(folder: Path) -> list[SavedSession]:
+    """The sessions in ``folder``, newest first."""
     files = (
         sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
         if folder.exists()
         else []
     )
-    if not files:
-        console.print(f"no sessions yet in {folder}")
-        return
-    table = Table("name", "messages", "last change", "first request")
+    found = []
     for path in files:
         session = Session.open(path)
         first = next((m.content for m in session.messages if m.role == "user"), "")
-        when = dt.datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
-        table.add_row(path.stem, str(len(session.messages)), when, (first or "")[:60])
+        when = dt.datetime.fromtimestamp(path.stat().st_mtime)
+        found.append(SavedSession(path.stem, len(session.messages), when, str(first or "")))
+    return found
+
+
+@sessions_app.command("list")
+def list_sessions() -> None:
+    """List sessions, newest first."""
+    folder = load_settings().sessions_dir
+    found = saved_sessions(folder)
+    if not found:
+        console.print(f"no sessions yet in {folder}")
+        return
+    table = Table("name", "messages", "last change", "first request")
+    for s in found:
+        table.add_row(s.name, str(s.messages), s.changed.strftime("%Y-%m-%d %H:%M"), s.first[:60])
     console.print(table)
 
 

@@ -102,6 +102,7 @@ def page_app(
     try:
         from cli.web_actions import ops_act
         from cli.web_ops import ops_sections
+        from cli.web_sessions import web_sessions
         from connectors.web.app import WebConfig, create_app
         from connectors.web.chat import WebChats
         from connectors.web.security import Guard
@@ -127,6 +128,7 @@ def page_app(
             act=lambda action, target: ops_act(settings, action, target),
             workspace=settings.workspace.expanduser().resolve(),
             max_file_bytes=int(settings.gateway.max_file_mb * 1024 * 1024),
+            sessions=web_sessions(settings),
         )
     )
 

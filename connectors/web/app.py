@@ -1,5 +1,5 @@
-"""`agent web`'s routes: the chat page and its stream, approvals, Stop, the traces, the eval
-reports and the operations page.
+"""`agent web`'s routes: the chat page and its stream, approvals, Stop, the traces and their
+grades, the saved sessions, the eval reports and the operations page.
 
 Pages are rendered on the server by Jinja with autoescaping on; the one script is a static file
 of this package. Every request passes the checks of :mod:`connectors.web.security` first.
@@ -33,11 +33,13 @@ from connectors.web.files import FilesRefused, SentFile, decode, save_all
 from connectors.web.ops import Act, Action, Gather
 from connectors.web.plot import chart
 from connectors.web.security import PAGE_HEADER, Guard, GuardMiddleware
+from connectors.web.sessions import Sessions
 from connectors.web.stream import sse
-from connectors.web.traces import timeline, trace_rows
+from connectors.web.traces import grade, timeline, trace_rows
 
 STATIC = Path(__file__).parent / "static"
 OPS_PAGE = "ops-page"  # what /ops's script sends as its page, for its CSRF token
+TRACE_PAGE = "trace-page"  # what a timeline's grade buttons send as their page
 Body = TypeVar("Body", bound=BaseModel)
 
 
@@ -55,6 +57,7 @@ class WebConfig:
     title: str = "clawloop"
     workspace: Path | None = None  # files sent with a message go to its inbox/
     max_file_bytes: int = 20 * 1024 * 1024
+    sessions: Sessions | None = None  # the saved sessions /sessions lists and searches
 
 
 class SendBody(BaseModel):
@@ -65,6 +68,11 @@ class SendBody(BaseModel):
 class ActBody(BaseModel):
     action: Action
     target: str = Field(min_length=1, max_length=200)
+
+
+class GradeBody(BaseModel):
+    grade: Literal["good", "bad"]
+    note: str = Field(default="", max_length=2_000)
 
 
 class AnswerBody(BaseModel):
@@ -165,7 +173,32 @@ def create_app(config: WebConfig) -> Starlette:
             view = timeline(config.traces_dir, request.path_params["run_id"])
         except UserError as exc:
             return page("error.html.jinja", 404, message=exc.message)
-        return page("trace.html.jinja", t=view)
+        return page(
+            "trace.html.jinja", t=view, page_name=TRACE_PAGE, csrf=config.guard.csrf_for(TRACE_PAGE)
+        )
+
+    async def trace_grade(request: Request) -> Response:
+        body = await _body(request, GradeBody)
+        if isinstance(body, Response):
+            return body
+        run_id = request.path_params["run_id"]
+        try:
+            graded = await run_in_threadpool(
+                grade, config.traces_dir, run_id, body.grade, body.note
+            )
+        except UserError as exc:
+            return JSONResponse({"error": exc.message}, status_code=404)
+        return JSONResponse({"done": f"graded {graded} {body.grade}"})
+
+    async def sessions(request: Request) -> Response:
+        query = request.query_params.get("q", "").strip()[:500]
+        if config.sessions is None:
+            return page("sessions.html.jinja", rows=[], hits=[], query=query, searched=False)
+        if query:
+            hits = await run_in_threadpool(config.sessions.search, query)
+            return page("sessions.html.jinja", rows=[], hits=hits, query=query, searched=True)
+        rows = await run_in_threadpool(config.sessions.listed)
+        return page("sessions.html.jinja", rows=rows, hits=[], query="", searched=False)
 
     def eval_runs() -> EvalRuns:
         return read_runs(config.evals_dir) if config.evals_dir else EvalRuns()
@@ -224,6 +257,8 @@ def create_app(config: WebConfig) -> Starlette:
             Route("/chat/stop", stop, methods=["POST"]),
             Route("/traces", traces),
             Route("/traces/{run_id}", trace),
+            Route("/traces/{run_id}/grade", trace_grade, methods=["POST"]),
+            Route("/sessions", sessions),
             Route("/evals", evals),
             Route("/evals/compare", eval_compare),
             Route("/evals/{run_id}", eval_run),

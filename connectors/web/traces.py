@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.trace import Trace, read_trace, read_traces, trace_path
+from agent.trace import Trace, grade_trace, read_trace, read_traces, trace_path
 from connectors.web.stream import pretty_arguments
 
 
@@ -24,6 +24,7 @@ class TraceRow:
     steps: int
     task: str
     front_end: str
+    grade: str
 
 
 @dataclass(slots=True)
@@ -83,6 +84,7 @@ def _row(trace: Trace) -> TraceRow:
         steps=len(trace.of_type("step")),
         task=str(start.get("task", ""))[:120],
         front_end=str(start.get("front_end", "")),
+        grade=trace.grade or "",
     )
 
 
@@ -129,3 +131,10 @@ def timeline(folder: Path, run_id: str) -> TimelineView:
             error = f"{r.get('reason')}: {r.get('message')}"
     outcome = (trace.outcome or {}).get("outcome", "interrupted")
     return TimelineView(trace.run_id, trace.start, steps, final, error, str(outcome), trace.grade)
+
+
+def grade(folder: Path, run_id: str, verdict: str, note: str) -> str:
+    """Grade the run as `agent traces grade ID good|bad --note` does; returns its full id."""
+    path = trace_path(folder, run_id)
+    grade_trace(path, verdict, by="user", note=note)
+    return path.stem
