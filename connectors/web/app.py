@@ -166,7 +166,8 @@ def create_app(config: WebConfig) -> Starlette:
         return JSONResponse({"stopped": chats.stop(request.headers[PAGE_HEADER])})
 
     async def traces(request: Request) -> Response:
-        return page("traces.html.jinja", rows=trace_rows(config.traces_dir))
+        query = request.query_params.get("q", "")
+        return page("traces.html.jinja", rows=trace_rows(config.traces_dir, query=query), q=query)
 
     async def trace(request: Request) -> Response:
         try:

@@ -55,6 +55,10 @@ class StepView:
     finish_reason: str
     text: str
     calls: list[CallView] = field(default_factory=list)
+    ttft_s: float | None = None  # time to the first token
+    raw_text: str | None = None  # what the model wrote, before it was parsed into calls
+    parse_error: str | None = None
+    tools: list[str] | None = None  # the tools this request offered, where they changed
 
 
 @dataclass(slots=True)
@@ -70,9 +74,18 @@ class TimelineView:
     grade: str | None
 
 
-def trace_rows(folder: Path, limit: int = 200) -> list[TraceRow]:
-    """The newest traces first."""
-    return [_row(t) for t in reversed(read_traces(folder)[-limit:])]
+def trace_rows(folder: Path, limit: int = 200, query: str = "") -> list[TraceRow]:
+    """The newest traces first; with ``query``, only those whose run id, task, outcome, grade
+    or front end holds it (any case)."""
+    rows = [_row(t) for t in reversed(read_traces(folder))]
+    wanted = query.strip().lower()
+    if wanted:
+        rows = [r for r in rows if wanted in _searchable(r)]
+    return rows[:limit]
+
+
+def _searchable(row: TraceRow) -> str:
+    return " ".join((row.run_id, row.task, row.outcome, row.grade, row.front_end)).lower()
 
 
 def _row(trace: Trace) -> TraceRow:
@@ -109,6 +122,10 @@ def timeline(folder: Path, run_id: str) -> TimelineView:
                     seconds=float(r.get("seconds") or 0.0),
                     finish_reason=str(r.get("finish_reason", "")),
                     text=str(message.get("content") or ""),
+                    ttft_s=None if r.get("ttft_s") is None else float(r["ttft_s"]),
+                    raw_text=r.get("raw_text"),
+                    parse_error=r.get("parse_error"),
+                    tools=_tool_names(r.get("tools")),
                 )
             )
         elif kind == "tool_call" and steps:
@@ -131,6 +148,12 @@ def timeline(folder: Path, run_id: str) -> TimelineView:
             error = f"{r.get('reason')}: {r.get('message')}"
     outcome = (trace.outcome or {}).get("outcome", "interrupted")
     return TimelineView(trace.run_id, trace.start, steps, final, error, str(outcome), trace.grade)
+
+
+def _tool_names(tools: Any) -> list[str] | None:
+    if not isinstance(tools, list):
+        return None
+    return [str((t.get("function") or {}).get("name", "")) for t in tools if isinstance(t, dict)]
 
 
 def grade(folder: Path, run_id: str, verdict: str, note: str) -> str:

@@ -118,11 +118,15 @@ def test_a_trace_opens_as_a_timeline(browser: Any, web: WebServer) -> None:
     shown(browser, ".msg.assistant.final", "traced-42")
     turn_over(browser)
     browser.get(web.url + "/traces")
+    browser.get(web.url + "/traces?q=nothing-like-this")
+    shown(browser, "#no-traces", "No run matches")
+    browser.get(web.url + "/traces?q=TRACED-")
     first = shown(browser, "#traces tbody tr", "run: echo traced-")
     first.find_element(By.CSS_SELECTOR, "a.run").click()
     timeline = shown(browser, "#timeline", "tool call shell")
     text = timeline.text
     assert "step 1" in text and "prompt tokens" in text and "generated" in text
+    assert "tools offered: " in text and "shell" in text.split("tools offered: ")[1]
     assert "echo traced-$((6*7))" in text
     assert "asked: once by a person via the web page" in text
     assert "decision: once by a person via the web page" in text
