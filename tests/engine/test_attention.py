@@ -5,10 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from backends.engine.attention import (  # noqa: E402
+from backends.engine.attention import (
     paged_attention_reference,
     plan_cpu_attention,
     store_kv_reference,

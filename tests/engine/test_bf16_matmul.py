@@ -5,11 +5,10 @@ and every row's result the same alone and in any batch. Skips where this CPU lac
 from __future__ import annotations
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from backends.engine.bf16_linear import Bf16Linear, bf16_kernel  # noqa: E402
-from backends.engine.native.bf16_matmul import Bf16Matmul  # noqa: E402
+from backends.engine.bf16_linear import Bf16Linear, bf16_kernel
+from backends.engine.native.bf16_matmul import Bf16Matmul
 
 
 @pytest.fixture(scope="module")

@@ -8,23 +8,23 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import numpy as np
 import pytest
 import torch
 
 # Skip (rather than fail to collect) where the engine extra is not installed.
-xgr = pytest.importorskip("xgrammar")
-jsonschema = pytest.importorskip("jsonschema")
+import xgrammar as xgr
 
-from agent.messages import FunctionSpec, ToolSpec  # noqa: E402
-from backends.engine.constraint import (  # noqa: E402
+from agent.messages import FunctionSpec, ToolSpec
+from backends.engine.constraint import (
     ConstraintFactory,
     TokenConstraint,
     _vocab_type,
     build_tokenizer_info,
     fill_bitmasks,
 )
-from backends.engine.sampler import unpack_bitmask  # noqa: E402
+from backends.engine.sampler import unpack_bitmask
 
 VOCAB = 49152
 TOOLS = [

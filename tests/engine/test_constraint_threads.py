@@ -6,8 +6,6 @@ import threading
 
 import pytest
 
-pytest.importorskip("xgrammar")
-
 from agent.messages import FunctionSpec, ToolSpec
 from backends.engine.constraint import ConstraintFactory, TokenConstraint
 

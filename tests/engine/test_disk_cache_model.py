@@ -11,15 +11,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("gguf")
-
-from backends.default_model import default_model_path  # noqa: E402
-from backends.engine.disk_cache import gather_blocks, open_disk_cache, scatter_blocks  # noqa: E402
-from backends.engine.llm_engine import LLMEngine  # noqa: E402
-from backends.engine.model_runner import ModelRunner  # noqa: E402
-from backends.engine.params import SamplingParams  # noqa: E402
+from backends.default_model import default_model_path
+from backends.engine.disk_cache import gather_blocks, open_disk_cache, scatter_blocks
+from backends.engine.llm_engine import LLMEngine
+from backends.engine.model_runner import ModelRunner
+from backends.engine.params import SamplingParams
 
 pytestmark = pytest.mark.slow
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)

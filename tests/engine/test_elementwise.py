@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
+import torch.nn.functional as F
 
-torch = pytest.importorskip("torch")
-import torch.nn.functional as F  # noqa: E402
-
-from backends.engine.native.elementwise import Elementwise  # noqa: E402
+from backends.engine.native.elementwise import Elementwise
 
 ops = Elementwise.available()
 pytestmark = pytest.mark.skipif(ops is None, reason="no C compiler")

@@ -14,14 +14,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("gguf")
-
-from backends.default_model import SHIPPED_ADAPTER, default_model_path  # noqa: E402
-from backends.engine.model_runner import ModelRunner  # noqa: E402
-from backends.engine.quant import DualLinear, Int4Linear, Int8GroupLinear  # noqa: E402
-from tests.engine.test_model_runner import BLOCK, Driver, prompt, recorded_logits  # noqa: E402
+from backends.default_model import SHIPPED_ADAPTER, default_model_path
+from backends.engine.model_runner import ModelRunner
+from backends.engine.quant import DualLinear, Int4Linear, Int8GroupLinear
+from tests.engine.test_model_runner import BLOCK, Driver, prompt, recorded_logits
 
 
 def make_runner(weights: str, adapter: bool) -> ModelRunner:

@@ -4,14 +4,12 @@ the activations' dtype otherwise, and a clear error for a combination the engine
 from __future__ import annotations
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("gguf")
-
-from agent.errors import UserError  # noqa: E402
-from backends.default_model import default_model_path  # noqa: E402
-from backends.engine.model_runner import ModelRunner, default_kv_dtype  # noqa: E402
-from backends.engine.native.paged_decode import PagedDecode  # noqa: E402
+from agent.errors import UserError
+from backends.default_model import default_model_path
+from backends.engine.model_runner import ModelRunner, default_kv_dtype
+from backends.engine.native.paged_decode import PagedDecode
 
 
 def test_the_default_follows_the_weights_and_the_kernel() -> None:

@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import gguf
+import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-gguf = pytest.importorskip("gguf")
-np = pytest.importorskip("numpy")
-
-from agent.errors import UserError  # noqa: E402
-from backends.default_model import default_model_path  # noqa: E402
-from backends.engine.config import read_config  # noqa: E402
-from backends.engine.gguf_weights import dequantize_tensor, open_gguf  # noqa: E402
-from backends.engine.loader import load_model  # noqa: E402
+from agent.errors import UserError
+from backends.default_model import default_model_path
+from backends.engine.config import read_config
+from backends.engine.gguf_weights import dequantize_tensor, open_gguf
+from backends.engine.loader import load_model
 
 Q = gguf.GGMLQuantizationType
 QUANTIZABLE = {"F32": 0.0, "F16": 1e-3, "BF16": 1e-2, "Q8_0": 0.02, "Q4_0": 0.35, "Q4_1": 0.3}

@@ -12,16 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import torch
+from greedy_reference import greedy_rows
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("gguf")
-
-
-from greedy_reference import greedy_rows  # noqa: E402
-
-from backends.default_model import default_model_path  # noqa: E402
-from backends.engine.model_runner import ModelRunner  # noqa: E402
+from backends.default_model import default_model_path
+from backends.engine.model_runner import ModelRunner
 
 try:  # the runner tests' scheduler stand-in, whether or not tests/ is a package
     from test_model_runner import Driver, prompt, recorded_logits

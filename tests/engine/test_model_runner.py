@@ -8,13 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("gguf")
-
-from backends.default_model import default_model_path  # noqa: E402
-from backends.engine.model_runner import ModelRunner  # noqa: E402
-from backends.engine.quant import DualLinear  # noqa: E402
+from backends.default_model import default_model_path
+from backends.engine.model_runner import ModelRunner
+from backends.engine.quant import DualLinear
 
 try:
     from backends.engine.batch import StepBatch

@@ -10,20 +10,18 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
+import torch.nn.functional as F
 
-torch = pytest.importorskip("torch")
-
-import torch.nn.functional as F  # noqa: E402
-
-from backends.engine.attention import (  # noqa: E402
+from backends.engine.attention import (
     paged_attention_reference,
     plan_cpu_attention,
     prompt_tiles,
 )
-from backends.engine.native import build  # noqa: E402
-from backends.engine.native.group_matmul import GroupMatmul  # noqa: E402
-from backends.engine.native.paged_decode import PagedDecode  # noqa: E402
-from backends.engine.quant import Int4Linear  # noqa: E402
+from backends.engine.native import build
+from backends.engine.native.group_matmul import GroupMatmul
+from backends.engine.native.paged_decode import PagedDecode
+from backends.engine.quant import Int4Linear
 
 needs_q4 = pytest.mark.skipif(GroupMatmul.available() is None, reason="no C compiler or no AVX2")
 needs_decode = pytest.mark.skipif(PagedDecode.available() is None, reason="no C compiler")

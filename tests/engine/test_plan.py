@@ -10,11 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from agent.errors import UserError
-from backends.engine.plan import format_bytes, parse_size, plan_memory
-
-pytest.importorskip("backends.engine.config", reason="needs the model loader's read_config")
-
 from backends.engine.config import read_config
+from backends.engine.plan import format_bytes, parse_size, plan_memory
 from cli.engine_cmd import engine_app
 
 LLAMA3_8B = {

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import pytest
+import torch
+import torch.nn.functional as F
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("gguf")
-
-import torch.nn.functional as F  # noqa: E402
-
-from agent.errors import ConfigError, UserError  # noqa: E402
-from backends.default_model import default_model_path  # noqa: E402
-from backends.engine.bf16_linear import Bf16Linear, bf16_kernel  # noqa: E402
-from backends.engine.config import EngineSettings  # noqa: E402
-from backends.engine.gguf_weights import dequantize_tensor, group_quantized, open_gguf  # noqa: E402
-from backends.engine.quant import (  # noqa: E402
+from agent.errors import ConfigError, UserError
+from backends.default_model import default_model_path
+from backends.engine.bf16_linear import Bf16Linear, bf16_kernel
+from backends.engine.config import EngineSettings
+from backends.engine.gguf_weights import dequantize_tensor, group_quantized, open_gguf
+from backends.engine.quant import (
     FloatLinear,
     Int4Linear,
     Int8Linear,

@@ -20,9 +20,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("xgrammar")
-
 from agent.backend import Completion, TextDelta
 from agent.errors import UserError
 from agent.messages import ChatRequest, FunctionSpec, ToolSpec, UserMessage

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("tokenizers")
-
 from backends.default_model import default_model_path
 from backends.engine.tokenizer import EngineTokenizer, load_tokenizer
 

@@ -7,14 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("gguf")
-
-from agent.errors import UserError  # noqa: E402
-from backends.default_model import default_model_path  # noqa: E402
-from backends.engine import loader, weight_cache  # noqa: E402
-from backends.engine.loader import load_model  # noqa: E402
+from agent.errors import UserError
+from backends.default_model import default_model_path
+from backends.engine import loader, weight_cache
+from backends.engine.loader import load_model
 
 
 @pytest.fixture(scope="module")

@@ -22,18 +22,14 @@ import random
 from typing import Any
 
 import pytest
+import torch
+from greedy_reference import greedy_rows
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("gguf")
-
-from greedy_reference import greedy_rows  # noqa: E402
-
-from backends.default_model import default_model_path  # noqa: E402
-from backends.engine.batch import StepBatch  # noqa: E402
-from backends.engine.llm_engine import LLMEngine  # noqa: E402
-from backends.engine.model_runner import ModelRunner  # noqa: E402
-from backends.engine.params import SamplingParams  # noqa: E402
+from backends.default_model import default_model_path
+from backends.engine.batch import StepBatch
+from backends.engine.llm_engine import LLMEngine
+from backends.engine.model_runner import ModelRunner
+from backends.engine.params import SamplingParams
 
 try:  # the runner tests' scheduler stand-in, whether or not tests/ is a package
     from test_model_runner import Driver, prompt, recorded_logits

@@ -8,15 +8,13 @@ choice is checked both ways (with the kernel, and with it reported missing).
 from __future__ import annotations
 
 import pytest
+import torch
+import torch.nn.functional as F
 
-torch = pytest.importorskip("torch")
-
-import torch.nn.functional as F  # noqa: E402
-
-from backends.engine import loader, wide_groups  # noqa: E402
-from backends.engine.native.group_matmul import GroupMatmul  # noqa: E402
-from backends.engine.native.wide_matmul import WideMatmul  # noqa: E402
-from backends.engine.quant import GroupQuantized, Int4Linear  # noqa: E402
+from backends.engine import loader, wide_groups
+from backends.engine.native.group_matmul import GroupMatmul
+from backends.engine.native.wide_matmul import WideMatmul
+from backends.engine.quant import GroupQuantized, Int4Linear
 
 needs_wide = pytest.mark.skipif(
     WideMatmul.available() is None, reason="no C compiler or no AVX-512 VNNI"
