@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -83,6 +83,9 @@ class AgentLoop:
     answer_tool: str | None = None
     # Worked examples sent after the system prompt in every request (never saved in the session).
     examples: list[Message] = field(default_factory=list)
+    # Chooses the worked examples for each request instead (agent/shots.py): given the
+    # conversation and the names of the tools the model may be offered.
+    pick_examples: Callable[[Sequence[Message], Iterable[str]], list[Message]] | None = None
     # Narrows the tools offered in each request (tool retrieval for small models).
     select_tools: ToolSelector | None = None
     # A call that repeats one already made in this run is not run again: the model is shown
@@ -279,6 +282,13 @@ class AgentLoop:
             provenance=earlier.provenance,
         )
 
+    def examples_for(self, messages: Sequence[Message]) -> list[Message]:
+        """The worked examples a request with ``messages`` shows: the fixed ones, or those
+        chosen for its latest user message (the same for every request of a run)."""
+        if self.pick_examples is None:
+            return list(self.examples)
+        return self.pick_examples(messages, [t.function.name for t in self.toolbox.specs()])
+
     def _request(self, messages: list[Message], answer_only: bool = False) -> ChatRequest:
         d = self.decoding
         required = self.answer_tool is not None and self.toolbox.get(self.answer_tool) is not None
@@ -289,9 +299,10 @@ class AgentLoop:
         )
         if self.refresh_system is not None and sent and isinstance(sent[0], SystemMessage):
             sent[0] = SystemMessage(content=self.refresh_system(sent[0].content))
-        if self.examples:
+        shots = self.examples_for(messages)
+        if shots:
             at = 1 if sent and sent[0].role == "system" else 0
-            sent[at:at] = self.examples
+            sent[at:at] = shots
         tools = self.toolbox.specs()
         allowed: list[str] | None = None
         if self.select_tools is not None and tools:

@@ -62,11 +62,13 @@ def parse_prompt(source: str, fallback_id: str) -> Prompt:
         version=meta.get("version", "0"),
         text=text.strip(),
         description=meta.get("description", ""),
-        examples=[m for i, shot in enumerate(shots) for m in _example(shot, f"{prompt_id}-{i}")],
+        examples=[
+            m for i, shot in enumerate(shots) for m in parse_example(shot, f"{prompt_id}-{i}")
+        ],
     )
 
 
-def _example(text: str, tag: str) -> list[Message]:
+def parse_example(text: str, tag: str) -> list[Message]:
     """The turns of one worked example (a malformed line is the prompt author's bug)."""
     messages: list[Message] = []
     pending: ToolCall | None = None

@@ -62,6 +62,11 @@ class SmallModelSettings(BaseModel):
     # offer run_command beside the narrow tools whenever one matches, with the prompt that shows
     # it (small-command); off by default until an adapter trained for it wins (docs/flywheel.md)
     command_tool: bool = False
+    # worked examples chosen per task from a library of solved tasks (agent/shots.py), in place
+    # of the prompt's fixed ones: how many (0: the prompt's own), and the library (a JSONL
+    # path; unset: the bundled one)
+    shots: int = Field(default=0, ge=0, le=8)
+    shot_library: str | None = None
 
 
 class GuardSettings(BaseModel):

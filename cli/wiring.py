@@ -13,11 +13,13 @@ from agent.compaction import CompactionPolicy, Compactor
 from agent.errors import UserError
 from agent.events import Event
 from agent.loop import AgentLoop, Decoding, LoopLimits
+from agent.messages import Message, UserMessage
 from agent.plugins import collect, plugin_manager
 from agent.progress import GuardLimits
 from agent.prompts import load_prompt
 from agent.run_context import RunContext
 from agent.session import Session, check_session_name
+from agent.shots import ShotPicker, load_library
 from agent.tool_selection import LexicalToolSelector
 from agent.tools import Toolbox
 from agent.trace import TraceWriter, traced
@@ -152,6 +154,15 @@ def _save_allow_rule(settings: Settings) -> Any:
     return save
 
 
+def _shot_picker(small: SmallModelSettings, fallback: list[Message]) -> ShotPicker | None:
+    """Worked examples chosen per task (``[small] shots``), or None for the prompt's own."""
+    if not small.shots:
+        return None
+    never = [*NOT_FOR_SMALL_MODELS, *([] if small.command_tool else [COMMAND_TOOL])]
+    library = load_library(small.shot_library)
+    return ShotPicker(library, small.shots, fallback=fallback, exclude=frozenset(never))
+
+
 def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentLoop:
     """The agent loop with the settings' limits and decoding."""
     from skills.toolbox import LiveToolbox
@@ -169,6 +180,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
         system_prompt=with_memory(system_prompt(prompt.text, toolbox), settings),
         prompt_label=prompt.label,
         examples=prompt.examples,
+        pick_examples=_shot_picker(small, prompt.examples),
         answer_tool=ANSWER_TOOL if small.answer_tool and toolbox.get(ANSWER_TOOL) else None,
         select_tools=(
             LexicalToolSelector(
@@ -301,7 +313,10 @@ def run_traced(
             tools=loop.toolbox.specs(),
             extra={
                 # The prompt's worked examples, sent after the system prompt in every request.
-                "examples": [m.to_record() for m in loop.examples],
+                "examples": [
+                    m.to_record()
+                    for m in loop.examples_for([*session.window(), UserMessage(content=task)])
+                ],
                 "task": task,
                 "workspace": str(settings.workspace),
                 "profile": "small" if settings.small_model else "standard",
