@@ -205,6 +205,19 @@ def bwrap_args(
     return [*args, "--", *guard, *drop, *argv]
 
 
+def passed_fds(args: list[str], plan: MountPlan) -> tuple[int, ...]:
+    """The descriptors the command line ``args`` uses: those bubblewrap mounts from (it closes
+    each after the mount) and the seccomp filter's. Nothing else may be passed: bubblewrap
+    leaves other descriptors open, so the command would inherit them, and a descriptor of a
+    host folder reaches everything under it past the view (``/proc/self/fd/N/secret``)."""
+    used = set() if plan.seccomp_fd is None else {plan.seccomp_fd}
+    end = args.index("--") if "--" in args else len(args)
+    for i in range(end - 1):
+        if args[i] in ("--bind-fd", "--ro-bind-fd"):
+            used.add(int(args[i + 1]))
+    return tuple(sorted(used))
+
+
 def _workspace(plan: MountPlan) -> list[str]:
     """The workspace: whole (read-write or read-only), or an empty folder holding only the
     visible parts, read-only, and the writable parts over them."""

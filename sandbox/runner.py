@@ -32,6 +32,7 @@ from sandbox.bwrap import (
     MountPlan,
     bwrap_args,
     bwrap_path,
+    passed_fds,
     relay_python,
 )
 from sandbox.cgroup import Cgroup, create, find_place
@@ -298,13 +299,14 @@ class SandboxRunner:
         plan.seccomp_fd = filter_fd(program_view=self.programs is not None)
         if plan.seccomp_fd is not None:
             fds.append(plan.seccomp_fd)
+        setpriv = setpriv_argv(0)[0]
+        args = bwrap_args(plan, argv, bwrap, setpriv)
         kwargs: dict[str, object] = {
             "cwd": "/",
-            "pass_fds": tuple(fds),
+            "pass_fds": passed_fds(args, plan),  # never one of a part the view leaves out
             "env": {"PATH": SAFE_PATH},
         }
-        setpriv = setpriv_argv(0)[0]
-        return bwrap_args(plan, argv, bwrap, setpriv), kwargs
+        return args, kwargs
 
     def _writable(self, fds: list[int]) -> list[tuple[int, Path]] | None:
         """The declared writable parts, opened beneath the workspace (None: all of it)."""
