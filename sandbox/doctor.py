@@ -199,9 +199,9 @@ def checks(settings: SandboxSettings | None = None, workspace: Path | None = Non
             True,
             f"/tmp, /var/tmp ({limits.tmp_size_mb} MB) and /dev/shm: hard bounds (tmpfs size); "
             f"{_scratch_files(limits.tmp_inodes)}; one file at most {file_size_mb(limits)} MB "
-            f"(hard); the workspace: {limits.disk_budget_mb} MB and {limits.inode_budget} new files, polled every "
-            "50 ms (a fallback: this file system has no project quota clawloop sets), so a "
-            "fast writer can overshoot by what it writes in that time",
+            f"(hard); the workspace: {limits.disk_budget_mb} MB and {limits.inode_budget} new "
+            "files, polled every 50 ms (a fallback: this file system has no project quota "
+            "clawloop sets), so a fast writer can overshoot by what it writes in that time",
         ),
         Check(
             "network proxy threads",

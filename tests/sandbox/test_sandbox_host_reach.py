@@ -163,7 +163,8 @@ def _on_the_screen(workspace: Path, how: str) -> bytes:
     pid, master = pty.fork()
     if pid == 0:  # the child: the session leader of a new terminal
         try:
-            os.execv(sys.executable, [sys.executable, "-c", IN_TERMINAL, TERMINAL, str(workspace), how])
+            argv = [sys.executable, "-c", IN_TERMINAL, TERMINAL, str(workspace), how]
+            os.execv(sys.executable, argv)
         finally:
             os._exit(127)
     shown = bytearray()
@@ -201,7 +202,7 @@ def test_control_a_plain_shell_writes_and_types_into_the_terminal(workspace: Pat
 # --- a host process of the command's own uid: ptrace and signals ---
 
 PTRACE = (
-    "python3 -c \"import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True)\n"
+    'python3 -c "import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True)\n'
     "for request in (0x4206, 16):\n"
     "    print('ptrace', request, libc.ptrace(request, int(sys.argv[1]), 0, 0))\" $VICTIM; "
     "kill -STOP $VICTIM; kill -KILL $VICTIM; true"

@@ -30,7 +30,7 @@ FILES = 60_000
 FILL = (
     "python3 -c \"import sys\nerr = 'none'\nfor i in range({n}):\n"
     "    try: open(sys.argv[1] + '/f%d' % i, 'w').close()\n"
-    "    except OSError as e: err = e.strerror; break\nprint(err)\" {folder}; "
+    '    except OSError as e: err = e.strerror; break\nprint(err)" {folder}; '
     "ls -f {folder} | grep -c '^f'"
 )
 
