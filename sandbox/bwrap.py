@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.errors import UserError
-from sandbox.exec_guard import GUARD_BINARY, UNPRIVILEGED_CAPS, guard_argv
+from sandbox.exec_guard import GUARD_BINARY, SCRATCH, UNPRIVILEGED_CAPS, guard_argv
 from sandbox.helper_build import CompiledHelper
 from sandbox.relay_build import CompiledRelay, compiled_relay
 
@@ -73,10 +73,12 @@ class MountPlan:
     # When set, the workspace shows only these parts, read-only (fds opened by the caller);
     # the writable parts are shown too. Nothing else of it is there.
     visible: list[tuple[int, Path]] | None = None
-    # When set (with ``programs``), the exec guard starts the command after making every mount
-    # but these mount points noexec (:mod:`sandbox.exec_guard`).
+    # When set, the exec guard starts the command (:mod:`sandbox.exec_guard`): after bounding
+    # the inodes of /tmp and /dev/shm to ``tmp_inodes`` each, and, with ``programs``, making
+    # every mount but the ``keep_exec`` mount points noexec.
     exec_guard: CompiledHelper | None = None
     keep_exec: list[str] = field(default_factory=list)
+    tmp_inodes: int | None = None
 
 
 def bwrap_path() -> str:
@@ -184,8 +186,10 @@ def bwrap_args(
         args += ["--perms", "0755", "--dir", folder]
         args += ["--ro-bind", str(plan.exec_guard.path), GUARD_BINARY]
         user = (os.getuid(), os.getgid()) if plan.drop_to is None else None
-        keep = [*plan.keep_exec, *([RELAY_BINARY] if relay is not None else [])]
-        guard = guard_argv(keep, plan.seccomp_fd, user)
+        keep = None
+        if plan.programs is not None:
+            keep = [*plan.keep_exec, *([RELAY_BINARY] if relay is not None else [])]
+        guard = guard_argv(keep, plan.seccomp_fd, user, SCRATCH, plan.tmp_inodes)
     if plan.mode != "full-access":
         args += ["--remount-ro", "/"]
     if plan.seccomp_fd is not None and not guard:
@@ -199,6 +203,19 @@ def bwrap_args(
     drop = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
     drop += ["--inh-caps=-all", "--bounding-set=-all", "--"]
     return [*args, "--", *guard, *drop, *argv]
+
+
+def passed_fds(args: list[str], plan: MountPlan) -> tuple[int, ...]:
+    """The descriptors the command line ``args`` uses: those bubblewrap mounts from (it closes
+    each after the mount) and the seccomp filter's. Nothing else may be passed: bubblewrap
+    leaves other descriptors open, so the command would inherit them, and a descriptor of a
+    host folder reaches everything under it past the view (``/proc/self/fd/N/secret``)."""
+    used = set() if plan.seccomp_fd is None else {plan.seccomp_fd}
+    end = args.index("--") if "--" in args else len(args)
+    for i in range(end - 1):
+        if args[i] in ("--bind-fd", "--ro-bind-fd"):
+            used.add(int(args[i + 1]))
+    return tuple(sorted(used))
 
 
 def _workspace(plan: MountPlan) -> list[str]:

@@ -64,6 +64,13 @@ def _relay_starts() -> tuple[bool, str]:
     return False, (result.stderr.strip().splitlines() or ["the relay did not start"])[0]
 
 
+def _scratch_files(inodes: int) -> str:
+    """How many files /tmp and /dev/shm may hold, and what holds that bound here."""
+    if exec_guard.compiled_guard() is None:
+        return "their file counts are bounded by memory only (no exec guard)"
+    return f"at most {inodes} files each (nr_inodes, set by the exec guard)"
+
+
 def _program_view() -> tuple[bool, str]:
     """Whether a skill's command starts in a view of only its programs, under the exec guard."""
     from sandbox.runner import SandboxRunner
@@ -191,10 +198,10 @@ def checks(settings: SandboxSettings | None = None, workspace: Path | None = Non
             "disk",
             True,
             f"/tmp, /var/tmp ({limits.tmp_size_mb} MB) and /dev/shm: hard bounds (tmpfs size); "
-            f"one file at most {file_size_mb(limits)} MB (hard); the workspace: "
-            f"{limits.disk_budget_mb} MB and {limits.inode_budget} new files, polled every "
-            "50 ms (a fallback: this file system has no project quota clawloop sets), so a "
-            "fast writer can overshoot by what it writes in that time",
+            f"{_scratch_files(limits.tmp_inodes)}; one file at most {file_size_mb(limits)} MB "
+            f"(hard); the workspace: {limits.disk_budget_mb} MB and {limits.inode_budget} new "
+            "files, polled every 50 ms (a fallback: this file system has no project quota "
+            "clawloop sets), so a fast writer can overshoot by what it writes in that time",
         ),
         Check(
             "network proxy threads",

@@ -1,9 +1,15 @@
-/* The exec guard: inside a skill's program view, nothing but the declared programs can be run.
+/* The exec guard: the sandbox's first step, while it still holds CAP_SYS_ADMIN over its mounts.
+ * It bounds the scratch tmpfs mounts' inodes and, inside a skill's program view, makes sure
+ * nothing but the declared programs can be run.
  *
- * Usage: exec_guard [-u UID -g GID] [-s FD] [-k PATH]... -- ARGV...
+ * Usage: exec_guard [-n INODES -t PATH...] [-x [-k PATH]...] [-u UID -g GID] [-s FD] -- ARGV...
  *
- * bubblewrap mounts nothing noexec, so a skill that can write or read a file could run it:
- * directly, or through the ELF loader (`ld-linux.so FILE`), which every dynamically linked
+ * bubblewrap can give a tmpfs a size but not an inode count, so empty files in /tmp would be
+ * bounded only by memory. Each `-t PATH` (a tmpfs mount point of the view) is remounted with
+ * `nr_inodes=INODES`, its other settings and flags kept.
+ *
+ * With `-x` (a skill's program view): bubblewrap mounts nothing noexec, so a skill that can
+ * write or read a file could run it: directly, or through the ELF loader (`ld-linux.so FILE`), which every dynamically linked
  * program needs in the view. Started first in the sandbox, while it still holds CAP_SYS_ADMIN
  * over the sandbox's mount namespace, the guard remounts every mount of the view noexec
  * except the declared programs, their libraries and library folders (each `-k PATH`, a
@@ -34,6 +40,9 @@
 #define REFUSED 126
 #define USAGE 2
 #define MAX_FILTER (4096 * sizeof(struct sock_filter))
+#define USAGE_TEXT                                                                          \
+    "usage: exec_guard [-n INODES -t PATH...] [-x [-k PATH]...] [-u UID -g GID] [-s FD] -- " \
+    "ARGV...\n"
 
 static void die(const char *what, const char *detail) {
     fprintf(stderr, "clawloop exec guard: %s%s%s: %s\n", what, detail ? " " : "",
@@ -63,19 +72,35 @@ static int kept(const char *point, char **keep, int count) {
     return 0;
 }
 
+/* A remount sets every per-mount flag: the ones the mount has (some are locked anyway). */
+static unsigned long flags_of(const struct statvfs *st) {
+    unsigned long flags = 0;
+    if (st->f_flag & ST_RDONLY) flags |= MS_RDONLY;
+    if (st->f_flag & ST_NOSUID) flags |= MS_NOSUID;
+    if (st->f_flag & ST_NODEV) flags |= MS_NODEV;
+    if (st->f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+    if (st->f_flag & ST_NOATIME) flags |= MS_NOATIME;
+    if (st->f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+    if (st->f_flag & ST_RELATIME) flags |= MS_RELATIME;
+    return flags;
+}
+
 static void forbid_exec(const char *point) {
     struct statvfs st;
     if (statvfs(point, &st) != 0) die("cannot look at the mount", point);
     if (st.f_flag & ST_NOEXEC) return;
-    unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOEXEC;
-    /* A remount sets every per-mount flag: keep those it has (some are locked anyway). */
-    if (st.f_flag & ST_RDONLY) flags |= MS_RDONLY;
-    if (st.f_flag & ST_NOSUID) flags |= MS_NOSUID;
-    if (st.f_flag & ST_NODEV) flags |= MS_NODEV;
-    if (st.f_flag & ST_NOATIME) flags |= MS_NOATIME;
-    if (st.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
-    if (st.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+    unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOEXEC | flags_of(&st);
     if (mount(NULL, point, NULL, flags, NULL) != 0) die("cannot make noexec", point);
+}
+
+/* The tmpfs at `point` may hold at most `inodes` files, folders and links, itself included. */
+static void bound_inodes(const char *point, const char *inodes) {
+    char option[64];
+    struct statvfs st;
+    if (statvfs(point, &st) != 0) die("cannot look at the mount", point);
+    snprintf(option, sizeof option, "nr_inodes=%s", inodes);
+    if (mount(NULL, point, NULL, MS_REMOUNT | flags_of(&st), option) != 0)
+        die("cannot bound the inodes of", point);
 }
 
 static void forbid_exec_everywhere(char **keep, int count) {
@@ -151,22 +176,34 @@ static void load_filter(int fd) {
 
 int main(int argc, char **argv) {
     char **keep = calloc((size_t)argc, sizeof(char *));
-    const char *uid = NULL, *gid = NULL;
-    int count = 0, filter = -1, i = 1;
-    if (keep == NULL) die("out of memory", NULL);
+    char **scratch = calloc((size_t)argc, sizeof(char *));
+    const char *uid = NULL, *gid = NULL, *inodes = NULL;
+    int count = 0, scratches = 0, filter = -1, no_exec = 0, i = 1;
+    if (keep == NULL || scratch == NULL) die("out of memory", NULL);
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "-x") == 0) {
+            no_exec = 1;
+            continue;
+        }
         if (i + 1 >= argc) break;
         if (strcmp(argv[i], "-k") == 0) keep[count++] = argv[++i];
+        else if (strcmp(argv[i], "-t") == 0) scratch[scratches++] = argv[++i];
+        else if (strcmp(argv[i], "-n") == 0) inodes = argv[++i];
         else if (strcmp(argv[i], "-u") == 0) uid = argv[++i];
         else if (strcmp(argv[i], "-g") == 0) gid = argv[++i];
         else if (strcmp(argv[i], "-s") == 0) filter = atoi(argv[++i]);
         else break;
     }
-    if (i >= argc - 1 || strcmp(argv[i], "--") != 0 || (uid == NULL) != (gid == NULL)) {
-        fprintf(stderr, "usage: exec_guard [-u UID -g GID] [-s FD] [-k PATH]... -- ARGV...\n");
+    int bad_inodes = inodes == NULL ? scratches > 0
+                                    : strspn(inodes, "0123456789") != strlen(inodes) ||
+                                          atoi(inodes) <= 0;
+    if (i >= argc - 1 || strcmp(argv[i], "--") != 0 || (uid == NULL) != (gid == NULL) ||
+        bad_inodes) {
+        fprintf(stderr, USAGE_TEXT);
         return USAGE;
     }
-    forbid_exec_everywhere(keep, count);
+    for (int t = 0; t < scratches; t++) bound_inodes(scratch[t], inodes);
+    if (no_exec) forbid_exec_everywhere(keep, count);
     if (uid != NULL) become_user(uid, gid);
     if (filter >= 0) load_filter(filter);
     execvp(argv[i + 1], argv + i + 1);

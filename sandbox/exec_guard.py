@@ -1,11 +1,17 @@
-"""The exec guard (``exec_guard.c``): in a skill's program view, only declared programs run.
+"""The exec guard (``exec_guard.c``): the sandbox's first step, which bounds the inodes of its
+scratch tmpfs mounts and, in a skill's program view, lets only declared programs run.
+
+bubblewrap gives a tmpfs a size (``--size``) but no inode count, so 60,000 empty files in
+``/tmp`` would be bounded only by the memory cgroup. The guard remounts ``/tmp`` and
+``/dev/shm`` with ``nr_inodes`` (:func:`guard_argv`'s ``scratch``), for every command whose view
+has them.
 
 The view of a skill that is not built in holds only the programs its manifest declares
 (:mod:`sandbox.programs`), but whatever a command can read or write in it could still be run:
 a binary in a shown part of the workspace, or bytes written to ``/tmp``, started directly or
-through the ELF loader. bubblewrap cannot mount anything ``noexec``, so the guard starts
-first in the sandbox and remounts every mount of the view ``noexec`` but the declared
-programs' own (:func:`guard_argv` names them), then becomes the command. Remounting needs
+through the ELF loader. bubblewrap cannot mount anything ``noexec``, so there the guard also
+remounts every mount of the view ``noexec`` but the declared programs' own (:func:`guard_argv`
+names them), then becomes the command. Remounting needs
 ``CAP_SYS_ADMIN`` over the sandbox's mounts:
 
 - as root, bubblewrap runs as root and the guard has it; ``setpriv`` drops to the sandbox uid
@@ -18,12 +24,13 @@ programs' own (:func:`guard_argv` names them), then becomes the command. Remount
   the guard in a namespace without rights over the mounts).
 
 The guard is built like the relay (:mod:`sandbox.helper_build`). Without a C compiler, or on
-an architecture without the seccomp filter, there is no guard and the view alone holds; `agent
-doctor` says which.
+an architecture without the seccomp filter, there is no guard: the view alone holds, and the
+scratch mounts' inodes are bounded by memory only; `agent doctor` says which.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from sandbox import seccomp
@@ -33,6 +40,9 @@ SOURCE = Path(__file__).with_name("exec_guard.c")
 GUARD_BINARY = "/run/clawloop/exec_guard"
 # What bubblewrap keeps for the guard when it runs unprivileged (dropped before the command).
 UNPRIVILEGED_CAPS = ("CAP_SYS_ADMIN", "CAP_SETFCAP")
+# The scratch tmpfs mounts whose inodes the guard bounds, where the view has them.
+SCRATCH = ("/tmp", "/dev/shm")
+_WITHOUT = "/tmp's and /dev/shm's file counts are bounded by memory only"
 
 
 def compiled_guard() -> CompiledHelper | None:
@@ -42,26 +52,38 @@ def compiled_guard() -> CompiledHelper | None:
     return build(SOURCE)
 
 
-def guard_argv(keep: list[str], seccomp_fd: int | None, user: tuple[int, int] | None) -> list[str]:
-    """The guard's command line up to ``--``: ``keep`` are the mount points that stay
-    executable, ``seccomp_fd`` the filter it loads, ``user`` the (uid, gid) to become when
-    bubblewrap runs unprivileged."""
+def guard_argv(
+    keep: list[str] | None,
+    seccomp_fd: int | None,
+    user: tuple[int, int] | None,
+    scratch: Sequence[str] = (),
+    inodes: int | None = None,
+) -> list[str]:
+    """The guard's command line up to ``--``: ``keep``, when given, are the only mount points
+    that stay executable (a program view; None: nothing is made noexec), ``seccomp_fd`` the
+    filter it loads, ``user`` the (uid, gid) to become when bubblewrap runs unprivileged,
+    ``scratch`` the tmpfs mount points that may hold at most ``inodes`` inodes each."""
     args = [GUARD_BINARY]
+    if scratch and inodes is not None:
+        args += ["-n", str(inodes), *(a for path in scratch for a in ("-t", path))]
+    if keep is not None:
+        args.append("-x")
     if user is not None:
         args += ["-u", str(user[0]), "-g", str(user[1])]
     if seccomp_fd is not None:
         args += ["-s", str(seccomp_fd)]
-    for path in sorted(set(keep)):
+    for path in sorted(set(keep or [])):
         args += ["-k", path]
     return [*args, "--"]
 
 
 def describe() -> str:
-    """Whether a skill's program view runs only its programs here, in words (for doctor)."""
+    """Whether the guard runs here (scratch inodes bounded, a skill's program view running only
+    its programs), in words (for doctor)."""
     if not seccomp.supported():
-        return "no exec guard: this architecture has no seccomp filter here"
+        return "no exec guard (this architecture has no seccomp filter here): " + _WITHOUT
     found = compiled_guard()
     if found is None:
-        return "no exec guard, since no C compiler built exec_guard.c"
+        return "no exec guard, since no C compiler built exec_guard.c: " + _WITHOUT
     linked = "statically linked" if found.static else "linked to the view's libc"
     return f"exec_guard.c, {linked}, at {found.path}"

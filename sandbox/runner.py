@@ -32,6 +32,7 @@ from sandbox.bwrap import (
     MountPlan,
     bwrap_args,
     bwrap_path,
+    passed_fds,
     relay_python,
 )
 from sandbox.cgroup import Cgroup, create, find_place
@@ -284,25 +285,28 @@ class SandboxRunner:
             plan.writable = self._writable(fds)
         if self.read_paths is not None:
             plan.visible = self._visible(fds, self.read_paths)
+        plan.exec_guard = compiled_guard()
+        plan.tmp_inodes = self.settings.limits.tmp_inodes
         if self.programs is not None:
             view = self._program_view(argv, identity, proxy is not None)
-            plan.exec_guard = compiled_guard()
             if plan.exec_guard is not None and not plan.exec_guard.static:
                 view.add(linked_libraries(str(plan.exec_guard.path)))
             plan.programs = view.bwrap_args()
             plan.keep_exec = view.executable_mounts()
         if proxy is not None:
             plan.proxy_socket = proxy.socket_path
-        plan.seccomp_fd = filter_fd()
+        # A program view also refuses memfd_create: code in memory is on no noexec mount.
+        plan.seccomp_fd = filter_fd(program_view=self.programs is not None)
         if plan.seccomp_fd is not None:
             fds.append(plan.seccomp_fd)
+        setpriv = setpriv_argv(0)[0]
+        args = bwrap_args(plan, argv, bwrap, setpriv)
         kwargs: dict[str, object] = {
             "cwd": "/",
-            "pass_fds": tuple(fds),
+            "pass_fds": passed_fds(args, plan),  # never one of a part the view leaves out
             "env": {"PATH": SAFE_PATH},
         }
-        setpriv = setpriv_argv(0)[0]
-        return bwrap_args(plan, argv, bwrap, setpriv), kwargs
+        return args, kwargs
 
     def _writable(self, fds: list[int]) -> list[tuple[int, Path]] | None:
         """The declared writable parts, opened beneath the workspace (None: all of it)."""

@@ -12,6 +12,10 @@ the secrets in it (``keyctl print``) even after the drop to another uid.
 uid across the whole machine (128 by default, and a user namespace still charges its
 parent's count), so one command could take them all from its user; no rlimit bounds them, and
 programs that watch files fall back to polling when they get none.
+In a skill's program view (:mod:`sandbox.exec_guard`) ``memfd_create`` is refused too: a
+memfd lives on no mount of the view, so none of its ``noexec`` mounts covers it, and a declared
+interpreter could copy any program into one and run it (``execve`` of ``/proc/self/fd/N``,
+``fexecve``, or the loader given that path).
 Calls made through another ABI (32-bit or x32 on x86-64) are refused as a whole, so the
 numbers below cannot be dodged.
 Written by hand rather than through libseccomp: it is a dozen instructions.
@@ -46,6 +50,8 @@ _SYSCALLS = {
 }
 _SYSCALLS["x86_64"].update({253: errno.EMFILE, 294: errno.EMFILE})  # inotify_init, _init1
 _SYSCALLS["aarch64"][26] = errno.EMFILE  # inotify_init1
+# memfd_create, refused in a program view
+_MEMFD_CREATE = {"x86_64": 319, "aarch64": 279}
 _CLONE_NEWUSER = 0x10000000
 # unshare and clone: flags are the first argument on both architectures; then clone3.
 _NAMESPACE_CALLS = {"x86_64": (272, 56, 435), "aarch64": (97, 220, 435)}
@@ -66,10 +72,13 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def program(machine: str | None = None) -> bytes:
-    """The filter for ``machine`` (this one by default) as ``struct sock_filter`` records."""
+def program(machine: str | None = None, program_view: bool = False) -> bytes:
+    """The filter for ``machine`` (this one by default) as ``struct sock_filter`` records;
+    ``program_view`` adds the calls refused in a skill's program view."""
     machine = machine or platform.machine()
-    denied = _SYSCALLS[machine]
+    denied = dict(_SYSCALLS[machine])
+    if program_view:
+        denied[_MEMFD_CREATE[machine]] = errno.EPERM
     code = [
         _insn(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
         _insn(_JEQ_K, 1, 0, _ARCH[machine]),
@@ -93,11 +102,11 @@ def program(machine: str | None = None) -> bytes:
     return b"".join(code)
 
 
-def filter_fd() -> int | None:
+def filter_fd(program_view: bool = False) -> int | None:
     """A fresh fd holding the filter (bwrap reads it to the end); None if unsupported."""
     if not supported():
         return None
     fd = os.memfd_create("clawloop-seccomp", 0)
-    os.write(fd, program())
+    os.write(fd, program(program_view=program_view))
     os.lseek(fd, 0, os.SEEK_SET)
     return fd

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from sandbox.bwrap import SAFE_PATH, SYSTEM_PATHS, MountPlan, bwrap_args, bwrap_path
 from sandbox.egress import EgressProxy
+from sandbox.exec_guard import compiled_guard
 from sandbox.limits import prlimit_argv, setpriv_argv, ulimit_script
 from sandbox.runner import home_folders
 from sandbox.seccomp import program, supported
@@ -93,6 +94,8 @@ def service_launch(
             (plan.hidden if path.is_dir() else plan.covered).append(path)
         if root:
             plan.drop_to = (uid, uid)
+        plan.exec_guard = compiled_guard()
+        plan.tmp_inodes = runner.settings.limits.tmp_inodes
         opens = f"exec {_SCRATCH_FD}<{shlex.quote(scratch)}; "
         if supported():
             filter_path = Path(private) / "seccomp.bpf"

@@ -41,6 +41,11 @@ class ResourceLimits(BaseModel):
         default=50_000, gt=0, description="files and folders one command may add; past it, killed"
     )
     tmp_size_mb: int = Field(default=512, gt=0, description="size of the private /tmp")
+    tmp_inodes: int = Field(
+        default=50_000,
+        ge=64,
+        description="files, folders and links the private /tmp and /dev/shm may each hold",
+    )
     output_bytes: int = Field(
         default=32_000,
         ge=1000,

@@ -38,6 +38,8 @@ MODULES = [
     "test_sandbox_third_pass_a.py",
     "test_sandbox_manifest_view.py",
     "test_sandbox_relay.py",
+    "test_sandbox_scratch_and_memory.py",
+    "test_sandbox_host_reach.py",
 ]
 
 
