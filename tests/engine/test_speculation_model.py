@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent.messages import FunctionSpec, Message, ToolSpec
+from agent.messages import FunctionSpec, ToolSpec, UserMessage
 from backends.chat_template import ChatTemplate
 from backends.default_model import default_model_path
 from backends.engine.constraint import ConstraintFactory
@@ -41,7 +41,7 @@ COPY_TASKS = [
 
 @pytest.fixture(scope="module")
 def runner() -> Iterator[ModelRunner]:
-    runner = ModelRunner(default_model_path(), kv_cache_bytes=64 << 20)
+    runner = ModelRunner(default_model_path(), kv_cache_bytes=192 << 20)
     yield runner
     runner.close()
 
@@ -53,7 +53,7 @@ def template(runner: ModelRunner) -> ChatTemplate:
 
 
 def chat(template: ChatTemplate, runner: ModelRunner, text: str, tools: Any = None) -> list[int]:
-    prompt = template.render([Message(role="user", content=text)], tools)
+    prompt = template.render([UserMessage(content=text)], tools)
     return list(runner.tokenizer.encode(prompt))
 
 
@@ -65,8 +65,8 @@ def test_greedy_output_is_identical_with_and_without_drafts(
     runner: ModelRunner, template: ChatTemplate
 ) -> None:
     prompts = [chat(template, runner, t) for t in COPY_TASKS]
-    plain = SamplingParams(temperature=0.0, max_tokens=48)
-    spec = SamplingParams(temperature=0.0, max_tokens=48, num_speculative_tokens=5)
+    plain = SamplingParams(temperature=0.0, max_tokens=32)
+    spec = SamplingParams(temperature=0.0, max_tokens=32, num_speculative_tokens=5)
     off = LLMEngine(runner).generate(prompts, plain)
     engine = LLMEngine(runner)
     on = [engine.generate([p], spec)[0] for p in prompts]  # one at a time
@@ -83,8 +83,8 @@ def test_a_batch_mixing_speculating_and_plain_requests_with_a_prefix_hit(
     runner: ModelRunner, template: ChatTemplate
 ) -> None:
     prompts = [chat(template, runner, t) for t in COPY_TASKS]
-    plain = SamplingParams(temperature=0.0, max_tokens=40)
-    spec = SamplingParams(temperature=0.0, max_tokens=40, num_speculative_tokens=4)
+    plain = SamplingParams(temperature=0.0, max_tokens=24)
+    spec = SamplingParams(temperature=0.0, max_tokens=24, num_speculative_tokens=4)
     expected = [r.token_ids for r in LLMEngine(runner).generate(prompts, plain)]
     engine = LLMEngine(runner)
     mixed = [spec, plain, spec]
@@ -109,7 +109,7 @@ def test_a_tool_call_grammar_keeps_greedy_output_identical(
     )
     results = []
     for k in (0, 5):
-        params = SamplingParams(temperature=0.0, max_tokens=60, num_speculative_tokens=k)
+        params = SamplingParams(temperature=0.0, max_tokens=40, num_speculative_tokens=k)
         for jump_forward in (True, False):
             engine = LLMEngine(runner, jump_forward=jump_forward)
             constraint = factory.for_tools(TOOLS, required=True, fmt=template.tool_format)
@@ -130,21 +130,22 @@ def test_sampling_keeps_the_distribution(runner: ModelRunner, template: ChatTemp
     same for a seed in both runs; the second is sampled plainly in one run and verified against a
     draft in the other (right for some seeds, wrong for others, so both branches of the rule
     run): the frequencies of (first, second) must agree."""
-    base = chat(template, runner, "Say: alpha beta gamma alpha beta gamma alpha beta")
-    n = 300
+    base = chat(template, runner, "Continue the list: 1, 2, 3, 4, 5, 6, 7")
+    n = 200
     counts = []
     for k in (0, 3):
         engine = LLMEngine(runner, max_num_seqs=n)
         engine.generate([base], SamplingParams(temperature=0.0, max_tokens=1))  # warm the cache
         params = [
-            SamplingParams(temperature=1.0, seed=s, max_tokens=2, num_speculative_tokens=k)
+            SamplingParams(temperature=0.7, seed=s, max_tokens=3, num_speculative_tokens=k)
             for s in range(n)
         ]
         results = engine.generate([base] * n, params)
         counts.append(Counter(tuple(r.token_ids[:2]) for r in results))
         if k:
             stats = engine.stats.speculation
-            assert stats.num_drafts > n // 2, stats
+            # a draft when the first token is one the prompt has (most seeds here)
+            assert stats.num_drafts > n // 3, stats
             assert 0 < stats.num_accepted_tokens < stats.num_draft_tokens, stats
     plain, spec = counts
     # A two-sample chi-square over the pairs seen at least 10 times (the rest pooled).
