@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from backends.engine.disk_cache import DiskKVCache
 
 
+MAX_BACK_OFF = 4  # at most 2**4 - 1 = 15 plain steps between drafting attempts
+
+
 class Runner(Protocol):
     """What the engine needs from a model runner (``ModelRunner`` or a test double)."""
 
@@ -104,6 +107,10 @@ class _Live:
     seq: Sequence
     stop_ids: frozenset[int]
     admitted: bool = False
+    # Speculation back-off: verification steps in a row that kept no draft, and decode steps
+    # left to run without drafting.
+    draft_misses: int = 0
+    draft_pause: int = 0
 
 
 class EngineCore:
@@ -284,13 +291,18 @@ class EngineCore:
 
     def _propose_drafts(self) -> None:
         """Guess the next tokens of each running sequence that asked for speculation and is
-        decoding (one token to compute: not in a prefill, nor after jump-forward tokens)."""
+        past its prompt. The drafts follow whatever the step computes for it: the last sampled
+        token, or that and the tokens a grammar forced after it (jump-forward)."""
         if not self._speculates:
             return
         for seq in self.scheduler.running:
             seq.draft_ids = []
             want = seq.params.num_speculative_tokens
-            if want <= 0 or seq.num_uncomputed_tokens != 1:
+            if want <= 0 or seq.num_output_tokens == 0:
+                continue
+            live = self._live[seq.seq_id]
+            if live.draft_pause > 0:
+                live.draft_pause -= 1
                 continue
             # The step emits up to one token more than it drafts.
             room = min(
@@ -323,6 +335,7 @@ class EngineCore:
                 break
         if num_drafted:
             self.stats.speculation.record(num_drafted, len(tokens) - 1, len(tokens))
+            _back_off(live, kept=len(tokens) - 1)
             self.block_manager.cache_full_blocks(seq)
             self.block_manager.free_surplus_blocks(seq)
         if reason is None and constraint is not None and self.jump_forward:
@@ -403,6 +416,16 @@ class EngineCore:
                     filled.get(block_id, 0), min(bs, max(0, scheduled_len - i * bs))
                 )
         return sum(filled.values()) / (len(filled) * bs) if filled else 0.0
+
+
+def _back_off(live: _Live, kept: int) -> None:
+    """After drafts that all failed, draft again only after 1, 3, 7, then 15 plain steps: where
+    the text is new, wrong guesses would cost each step its extra rows; one kept draft resets."""
+    if kept:
+        live.draft_misses = 0
+        return
+    live.draft_misses = min(live.draft_misses + 1, MAX_BACK_OFF)
+    live.draft_pause = (1 << live.draft_misses) - 1
 
 
 def _replay_constraint(seq: Sequence) -> None:

@@ -64,7 +64,8 @@ def verify(
     # The drafted token of each row (the next row's input); the last row of a sequence has none.
     guess = [t for d in drafts for t in [*d, -1]]
     if all(greedy):
-        return _walk(drafts, argmax.tolist(), [g == a for g, a in zip(guess, argmax.tolist())])
+        best = argmax.tolist()  # the step's one device-to-host copy
+        return _walk(drafts, best, [g == a for g, a in zip(guess, best, strict=True)])
     probs = filtered_probs(x, row_params, greedy)
     probs = probs / probs.sum(dim=-1, keepdim=True)  # min-p leaves rows unnormalised
     has_guess = torch.tensor([g >= 0 for g in guess], device=x.device)
@@ -109,7 +110,8 @@ def _uniforms(
     import torch
 
     u = torch.rand(len(params), device=device)
-    seeded = [(i, p.seed, c) for i, (p, c) in enumerate(zip(params, counts)) if p.seed is not None]
+    pairs = enumerate(zip(params, counts, strict=True))
+    seeded = [(i, p.seed, c) for i, (p, c) in pairs if p.seed is not None]
     if seeded:
         gen = torch.Generator(device=device)
         for i, seed, count in seeded:
