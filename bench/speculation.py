@@ -2,17 +2,18 @@
 
 Capture: the first ``--tasks`` tasks of an eval suite run through the real loop (skills,
 sandbox, tool-call grammar) on the bundled engine, greedy, and every model call is recorded (the
-rendered prompt, the request, its tools). Replay: each recorded turn is decoded again on its
-own, first without drafts and then with ``--k`` drafted tokens per step, after a warm-up call
-that puts its prompt in the prefix cache, so both runs time decoding alone. Then the same for a
-few prompts that ask for new prose, where little of the output is in the prompt (the drafts
-find few or no matches and are mostly wrong): the case where speculation can only cost.
+rendered prompt, the request, its tools). Replay: each recorded call is decoded again on its own
+without drafts and with each ``--k`` (drafted tokens per step), back to back in a rotating order
+so that drifting load falls on every setting alike, after a warm-up call that puts its prompt in
+the prefix cache, so the runs time decoding. Then the same for a few prompts that ask for new
+prose, where little of the output is in the prompt: drafts are few and often wrong.
 
-    PYTHONPATH=. python bench/speculation.py [--suite evals/basic.yaml] [--tasks 4] [--k 5]
+    PYTHONPATH=. python bench/speculation.py [--suite evals/basic.yaml] [--tasks 10]
+        [--k 2 3 5] [--max-tokens 128]
 
-Per set it prints output tokens per second with drafts and without (total tokens over total
-wall time of the replayed calls), the speed-up, the acceptance rate (accepted / drafted tokens),
-tokens per verification step, and whether every greedy output was identical.
+Per set it prints output tokens per second per setting (total tokens over the total wall time
+of the calls), the speed-up over no drafts, the acceptance rate (kept / drafted tokens), tokens
+per verification step, and whether every greedy output was identical to the one without drafts.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,61 +81,75 @@ def capture(suite_path: Path, tasks: int) -> tuple[Any, list[Turn]]:
     return recorder.inner, recorder.turns
 
 
-def replay(decoder: Any, turns: list[Turn], k: int, max_tokens: int) -> tuple[float, int, str]:
-    """Decode every turn with ``k`` drafted tokens; (seconds, output tokens, joined texts)."""
+@dataclass(slots=True)
+class Arm:
+    """One setting's totals over the replayed calls."""
+
+    k: int
+    seconds: float = 0.0
+    tokens: int = 0
+    texts: list[str] = field(default_factory=list)
+
+
+def decode_once(decoder: Any, turn: Turn, k: int, max_tokens: int) -> tuple[float, int, str]:
+    """Decode ``turn`` with ``k`` drafted tokens: (seconds, output tokens, text)."""
     from backends.base import DecodeResult
 
     decoder.num_speculative_tokens = k
-    seconds, tokens, texts = 0.0, 0, []
-    for turn in turns:
-        request = turn.request.model_copy(
-            update={"max_tokens": min(turn.request.max_tokens or max_tokens, max_tokens)}
-        )
-        began = time.perf_counter()
-        text = []
-        for item in decoder.decode(turn.prompt, request, turn.stop, turn.tools):
-            if isinstance(item, DecodeResult):
-                tokens += item.usage.completion_tokens
-            else:
-                text.append(item)
-        seconds += time.perf_counter() - began
-        texts.append("".join(text))
-    return seconds, tokens, "\x00".join(texts)
+    limit = min(turn.request.max_tokens or max_tokens, max_tokens)
+    request = turn.request.model_copy(update={"max_tokens": limit})
+    tokens, text = 0, []
+    began = time.perf_counter()
+    for item in decoder.decode(turn.prompt, request, turn.stop, turn.tools):
+        if isinstance(item, DecodeResult):
+            tokens += item.usage.completion_tokens
+        else:
+            text.append(item)
+    return time.perf_counter() - began, tokens, "".join(text)
 
 
 def warm(decoder: Any, turns: list[Turn]) -> None:
     """One-token calls that leave every prompt in the prefix cache."""
-    decoder.num_speculative_tokens = 0
     for turn in turns:
-        request = turn.request.model_copy(update={"max_tokens": 1})
-        for _ in decoder.decode(turn.prompt, request, turn.stop, turn.tools):
-            pass
+        decode_once(decoder, turn, 0, 1)
 
 
 def compare(name: str, decoder: Any, turns: list[Turn], ks: list[int], max_tokens: int) -> None:
-    """Off, then each k, then off again (the machine's load drifts: the two off runs bound it)."""
+    """Every call is decoded once per setting, the settings back to back and in a rotating
+    order, so a change in the machine's load falls on all of them alike."""
     warm(decoder, turns)
-    off_s, off_n, off_text = replay(decoder, turns, 0, max_tokens)
-    print(f"{name}: {len(turns)} calls, {off_n} tokens", flush=True)
-    print(f"  off:       {off_n / off_s:6.1f} tok/s", flush=True)
-    for k in ks:
-        before = replace(decoder.engine.stats.speculation)
-        on_s, on_n, on_text = replay(decoder, turns, k, max_tokens)
-        after = decoder.engine.stats.speculation
-        drafted = after.num_draft_tokens - before.num_draft_tokens
-        accepted = after.num_accepted_tokens - before.num_accepted_tokens
-        steps = after.num_drafts - before.num_drafts
-        emitted = after.num_emitted_tokens - before.num_emitted_tokens
-        speed_up = (on_n / on_s) / (off_n / off_s)
+    arms = [Arm(0), *(Arm(k) for k in ks)]
+    before = replace(decoder.engine.stats.speculation)
+    per_k: dict[int, list[int]] = {k: [0, 0, 0, 0] for k in ks}  # drafted, kept, steps, emitted
+    for index, turn in enumerate(turns):
+        shift = index % len(arms)
+        for arm in arms[shift:] + arms[:shift]:
+            seconds, tokens, text = decode_once(decoder, turn, arm.k, max_tokens)
+            after = decoder.engine.stats.speculation
+            if arm.k:
+                counts = per_k[arm.k]
+                counts[0] += after.num_draft_tokens - before.num_draft_tokens
+                counts[1] += after.num_accepted_tokens - before.num_accepted_tokens
+                counts[2] += after.num_drafts - before.num_drafts
+                counts[3] += after.num_emitted_tokens - before.num_emitted_tokens
+            before = replace(after)
+            arm.seconds += seconds
+            arm.tokens += tokens
+            arm.texts.append(text)
+    off = arms[0]
+    print(f"{name}: {len(turns)} calls, {off.tokens} output tokens", flush=True)
+    print(f"  off:        {off.tokens / off.seconds:6.1f} tok/s", flush=True)
+    for arm in arms[1:]:
+        drafted, kept, steps, emitted = per_k[arm.k]
+        rate = arm.tokens / arm.seconds
+        speed_up = rate / (off.tokens / off.seconds)
         print(
-            f"  on (k={k}):  {on_n / on_s:6.1f} tok/s   speed-up {speed_up:4.2f}x"
-            f"   acceptance {accepted}/{drafted} = {accepted / max(drafted, 1):.2f}"
+            f"  on (k={arm.k}):   {rate:6.1f} tok/s   speed-up {speed_up:4.2f}x"
+            f"   acceptance {kept}/{drafted} = {kept / max(drafted, 1):.2f}"
             f"   tokens per verification step {emitted / max(steps, 1):.2f} ({steps} steps)"
-            f"   identical: {on_text == off_text}",
+            f"   greedy identical: {arm.texts == off.texts}",
             flush=True,
         )
-    again_s, again_n, _ = replay(decoder, turns, 0, max_tokens)
-    print(f"  off again: {again_n / again_s:6.1f} tok/s", flush=True)
 
 
 def prose_turns(decoder: Any) -> list[Turn]:
@@ -153,7 +168,7 @@ def prose_turns(decoder: Any) -> list[Turn]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--suite", type=Path, default=Path("evals/basic.yaml"))
-    parser.add_argument("--tasks", type=int, default=4)
+    parser.add_argument("--tasks", type=int, default=10)
     parser.add_argument("--k", type=int, nargs="+", default=[2, 3, 5], help="drafts per step")
     parser.add_argument("--max-tokens", type=int, default=256, help="cap per replayed call")
     args = parser.parse_args()
