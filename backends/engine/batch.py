@@ -61,7 +61,8 @@ def build_step_batch(scheduled: list[tuple[Sequence, int]], block_size: int) -> 
         batch.slot_mapping.extend(
             table[p // block_size] * block_size + p % block_size for p in range(start, end)
         )
-        if end >= seq.num_tokens:  # the chunk reaches the last token: its logits give the next
+        # The chunk reaches the last token: its logits (and the drafts') give the next token.
+        if end >= seq.num_tokens:
             batch.sample_indices.append(index)
             batch.sampling.append(seq.params)
             batch.output_counts.append(seq.num_output_tokens)
