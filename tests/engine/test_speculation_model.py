@@ -158,3 +158,31 @@ def test_sampling_keeps_the_distribution(runner: ModelRunner, template: ChatTemp
     critical = {1: 10.8, 2: 13.8, 3: 16.3, 4: 18.5, 5: 20.5, 6: 22.5, 7: 24.3, 8: 26.1}
     assert chi2 < critical.get(dof, 3 * dof + 4), (chi2, cells)
     assert plain != spec  # the runs really drew differently
+
+
+def test_the_grammar_takes_a_drafts_allowed_prefix_and_rolls_back(runner: ModelRunner) -> None:
+    import torch
+
+    factory = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
+    constraint = factory.for_tools(TOOLS, required=True)
+    assert constraint is not None
+    tokens = runner.tokenizer.encode('<tool_call>\n{"name": "read_file", "arguments": {"path": "a')
+    words = (runner.config.vocab_size + 31) // 32
+
+    def mask() -> torch.Tensor:
+        out = torch.zeros((1, words), dtype=torch.int32)
+        constraint.fill_bitmask(out, 0)
+        return out
+
+    start = mask()
+    assert constraint.allowed_prefix(tokens) == len(tokens)
+    # a token the grammar refuses (free text where the JSON must go on) cuts the draft there
+    bad = runner.tokenizer.encode(" hello")
+    assert constraint.allowed_prefix(tokens[:5] + bad + tokens[5:]) == 5
+    # with jump-forward, the draft ends at the first token after which the grammar forces text
+    cut = constraint.allowed_prefix(tokens, jump_forward=True)
+    assert 0 < cut < len(tokens)
+    assert torch.equal(mask(), start)  # every call left the state as it was
+    for token in tokens[:cut]:
+        assert constraint.accept(token)
+    assert constraint.forced_tokens(8)  # there the grammar does force text
