@@ -33,7 +33,9 @@ _engines: dict[tuple[str, ...], LoadedEngine] = {}
 _engines_lock = threading.Lock()
 
 
-def sampling_params_for(request: ChatRequest, stop: list[str]) -> SamplingParams:
+def sampling_params_for(
+    request: ChatRequest, stop: list[str], num_speculative_tokens: int = 0
+) -> SamplingParams:
     """The request's decoding settings, with agent-friendly defaults for what it leaves unset."""
     return SamplingParams(
         temperature=DEFAULT_TEMPERATURE if request.temperature is None else request.temperature,
@@ -43,6 +45,7 @@ def sampling_params_for(request: ChatRequest, stop: list[str]) -> SamplingParams
         seed=request.seed,
         max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS,
         stop_strings=[s for s in stop if s],
+        num_speculative_tokens=num_speculative_tokens,
     )
 
 
@@ -55,8 +58,10 @@ class EngineDecoder:
         tokenizer: Any,
         constraints: Any | None = None,
         tool_format: ToolCallFormat = HERMES,
+        num_speculative_tokens: int = 0,
     ) -> None:
         self.engine = engine
+        self.num_speculative_tokens = num_speculative_tokens
         self.tokenizer = tokenizer
         self.constraints = constraints  # a ConstraintFactory, or None to decode unconstrained
         self.tool_format = tool_format
@@ -71,7 +76,7 @@ class EngineDecoder:
     ) -> Iterator[str | DecodeResult]:
         from backends.base import DecodeResult
 
-        params = sampling_params_for(request, stop)
+        params = sampling_params_for(request, stop, self.num_speculative_tokens)
         constraint = None
         if request.response_format is not None and self.constraints is not None:
             constraint = self.constraints.for_schema(request.response_format.output_schema())
@@ -167,15 +172,26 @@ def make_engine_backend(
 
     loaded = load_engine(model, adapter, **options)
     backend = LocalBackend(
-        f"engine:{loaded.path.name}",
-        loaded.template,
-        EngineDecoder(
-            loaded.engine, loaded.tokenizer, loaded.constraints, loaded.template.tool_format
-        ),
+        f"engine:{loaded.path.name}", loaded.template, engine_decoder(loaded, options)
     )
     backend.adapter = loaded.adapter
     backend.context_tokens = loaded.engine.max_model_len
     return backend
+
+
+def engine_decoder(loaded: LoadedEngine, options: dict[str, object]) -> EngineDecoder:
+    """A decoder over ``loaded`` with the per-backend settings among ``options``."""
+    from backends.engine.config import EngineSettings
+
+    # Per backend, not per engine: backends sharing one loaded model may differ here.
+    speculate = EngineSettings.from_options(dict(options)).num_speculative_tokens
+    return EngineDecoder(
+        loaded.engine,
+        loaded.tokenizer,
+        loaded.constraints,
+        loaded.template.tool_format,
+        num_speculative_tokens=speculate,
+    )
 
 
 def _dtype(torch: Any, name: str | None) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from backends.engine.params import SamplingParams
 from backends.engine.sequence import Sequence
@@ -29,6 +29,13 @@ class StepBatch:
     sampling: list[SamplingParams]  # aligned with sample_indices
     output_counts: list[int]  # aligned with sample_indices: tokens generated so far
     constraints: list[object | None]  # aligned with sample_indices: a TokenConstraint or None
+    # aligned with sample_indices: draft tokens fed after the sequence's last token, to verify
+    # (empty in batches built without drafts)
+    drafts: list[list[int]] = field(default_factory=list)
+
+    @property
+    def has_drafts(self) -> bool:
+        return any(self.drafts)
 
     @property
     def num_tokens(self) -> int:
@@ -42,8 +49,11 @@ def build_step_batch(scheduled: list[tuple[Sequence, int]], block_size: int) -> 
         start = seq.num_computed_tokens
         end = start + num_new
         table = seq.block_table
+        # A chunk that runs past the last token carries that many of the sequence's drafts.
+        drafts = seq.draft_ids[: max(end - seq.num_tokens, 0)]
         batch.seq_ids.append(seq.seq_id)
         batch.input_ids.extend(seq.token_ids[start:end])
+        batch.input_ids.extend(drafts)
         batch.positions.extend(range(start, end))
         batch.query_lens.append(num_new)
         batch.context_lens.append(end)
@@ -51,11 +61,11 @@ def build_step_batch(scheduled: list[tuple[Sequence, int]], block_size: int) -> 
         batch.slot_mapping.extend(
             table[p // block_size] * block_size + p % block_size for p in range(start, end)
         )
-        if (
-            end == seq.num_tokens
-        ):  # the chunk reaches the last token: its logits give the next token
+        # The chunk reaches the last token: its logits (and the drafts') give the next token.
+        if end >= seq.num_tokens:
             batch.sample_indices.append(index)
             batch.sampling.append(seq.params)
             batch.output_counts.append(seq.num_output_tokens)
             batch.constraints.append(seq.constraint)
+            batch.drafts.append(drafts)
     return batch

@@ -150,6 +150,20 @@ class BlockManager:
         seq.block_table.clear()
         seq.num_registered_blocks = 0
 
+    def free_surplus_blocks(self, seq: Sequence) -> None:
+        """Release the blocks past ``seq``'s tokens, taken for drafts the model rejected.
+
+        They hold no full block of ``seq``'s tokens, so they were never offered to the prefix
+        cache; the last kept block may still hold rejected keys past the sequence's end, which
+        the next tokens overwrite before anything reads them.
+        """
+        keep = self.blocks_for(seq.num_tokens)
+        while len(seq.block_table) > keep:
+            block = self.blocks[seq.block_table.pop()]
+            block.ref_count -= 1
+            if block.ref_count == 0:
+                self.free[block.block_id] = None
+
     def _take_free_block(self) -> int:
         """The least recently released free block, evicted from the prefix cache."""
         block_id, _ = self.free.popitem(last=False)

@@ -183,6 +183,9 @@ class EngineSettings(BaseModel):
     max_model_len: int | None = Field(default=None, ge=2)
     # Append the tokens a tool-call grammar forces at once instead of decoding them one by one.
     jump_forward: bool = True
+    # Prompt-lookup speculative decoding for every request of this backend: draft up to this
+    # many tokens per step from the conversation itself (0: off; see docs/engine.md).
+    num_speculative_tokens: int = Field(default=0, ge=0, le=16)
     # Keep the loaded model in the user's cache folder so later starts skip decoding the file.
     weight_cache: bool = True
     # Full prompt blocks kept on disk across processes (unset: on for CPU, off elsewhere).

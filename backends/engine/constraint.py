@@ -125,6 +125,31 @@ class TokenConstraint:
         """Back to the start, for a sequence that is recomputed after preemption."""
         self._matcher.reset()
 
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (after walking through drafts)."""
+        if num_tokens > 0:
+            self._matcher.rollback(num_tokens)
+
+    def allowed_prefix(self, tokens: list[int], jump_forward: bool = False) -> int:
+        """How many leading ``tokens`` the grammar takes from here; the state is left as it was.
+
+        Stops before a token that ends the grammar (no next-token mask follows it) and, with
+        ``jump_forward``, after one past which the grammar forces text: the engine appends
+        those forced tokens itself, so a draft running on would spell them differently.
+        """
+        accepted = count = 0
+        for token in tokens:
+            if not self._matcher.accept_token(token):
+                break
+            accepted += 1
+            if self._matcher.is_terminated():
+                break
+            count += 1
+            if jump_forward and len(self._matcher.find_jump_forward_tokens()) > 0:
+                break
+        self.rollback(accepted)
+        return count
+
 
 class ConstraintFactory:
     """Builds tool-call constraints for one tokenizer; compiled grammars are cached per tool set."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from backends.engine.batch import StepBatch, build_step_batch
@@ -20,9 +20,13 @@ from backends.engine.block_manager import BlockManager
 from backends.engine.params import SamplingParams
 from backends.engine.scheduler import Scheduler
 from backends.engine.sequence import Sequence
+from backends.engine.speculation import SpeculationStats, propose_ngram
 
 if TYPE_CHECKING:
     from backends.engine.disk_cache import DiskKVCache
+
+
+MAX_BACK_OFF = 4  # at most 2**4 - 1 = 15 plain steps between drafting attempts
 
 
 class Runner(Protocol):
@@ -33,6 +37,13 @@ class Runner(Protocol):
     tokenizer: Any  # .decode(ids) -> str and .eos_token_ids
 
     def execute(self, batch: StepBatch) -> list[int]: ...
+
+
+class Speculator(Protocol):
+    """A runner that can verify drafts (``ModelRunner``): per sampled sequence, the tokens it
+    emits (kept drafts, then one of its own). Without it no request speculates."""
+
+    def execute_speculative(self, batch: StepBatch) -> list[list[int]]: ...
 
 
 class BlockTransfer(Protocol):
@@ -53,7 +64,7 @@ class CoreOutput:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
-    # False when the sampled token ends the request without being text (an end token, or one
+    # False when the last token ends the request without being text (an end token, or one
     # the grammar refused): the front end must not detokenize it.
     shown: bool = True
 
@@ -73,6 +84,8 @@ class EngineStats:
     prompt_tokens: int = 0
     generation_tokens: int = 0
     disk_cache_hits: int = 0  # tokens read back from the disk cache (after preemptions too)
+    # Speculative decoding: drafted and accepted tokens, verification steps
+    speculation: SpeculationStats = field(default_factory=SpeculationStats)
 
     @property
     def kv_cache_usage(self) -> float:
@@ -94,6 +107,10 @@ class _Live:
     seq: Sequence
     stop_ids: frozenset[int]
     admitted: bool = False
+    # Speculation back-off: verification steps in a row that kept no draft, and decode steps
+    # left to run without drafting.
+    draft_misses: int = 0
+    draft_pause: int = 0
 
 
 class EngineCore:
@@ -139,6 +156,7 @@ class EngineCore:
         self._pending = 0  # messages put in the inbox and not drained yet
         self._pending_lock = threading.Lock()
         self._live: dict[int, _Live] = {}
+        self._speculates = hasattr(runner, "execute_speculative")
         self._aborted: list[CoreOutput] = []
 
     # --- from any thread -------------------------------------------------------------------------
@@ -169,6 +187,7 @@ class EngineCore:
         """Take in the inbox, then run one forward pass over everything scheduled."""
         self._drain()
         outputs, self._aborted = self._aborted, []
+        self._propose_drafts()
         plan = self.scheduler.schedule()
         self.stats.num_preemptions += len(plan.preempted)
         for seq in plan.preempted:
@@ -182,17 +201,26 @@ class EngineCore:
                 ids, values = zip(*plan.loads, strict=True)
                 cast(BlockTransfer, self.runner).load_blocks(list(ids), list(values))
                 self.stats.disk_cache_hits += len(ids) * self.block_size
-            sampled = self.runner.execute(batch)
-            if len(sampled) != len(batch.sample_indices):
+            if batch.has_drafts:
+                emitted = cast(Speculator, self.runner).execute_speculative(batch)
+            else:
+                emitted = [[int(t)] for t in self.runner.execute(batch)]
+            if len(emitted) != len(batch.sample_indices):
                 raise RuntimeError(
-                    f"runner gave {len(sampled)} tokens for {len(batch.sample_indices)} sequences"
+                    f"runner gave {len(emitted)} tokens for {len(batch.sample_indices)} sequences"
                 )
+            drafted = batch.drafts or [[] for _ in emitted]
+            for index, draft in zip(batch.sample_indices, drafted, strict=True):
+                if draft:  # counted as computed once verified (_append_tokens)
+                    seq, num_new = plan.scheduled[index]
+                    plan.scheduled[index] = (seq, num_new - len(draft))
             self.stats.num_steps += 1
             self.scheduler.on_step_done(plan)
             if self.disk_cache is not None:
                 self._save_prompts(plan.scheduled, self.disk_cache)
-            for index, token in zip(batch.sample_indices, sampled, strict=True):
-                outputs.append(self._append_token(plan.scheduled[index][0], int(token)))
+            for index, tokens, draft in zip(batch.sample_indices, emitted, drafted, strict=True):
+                seq = plan.scheduled[index][0]
+                outputs.append(self._append_tokens(seq, tokens, len(draft)))
         self._publish_stats()
         return outputs
 
@@ -261,22 +289,55 @@ class EngineCore:
         if ids:
             disk.put(entries, cast(BlockTransfer, self.runner).save_blocks(ids))
 
-    def _append_token(self, seq: Sequence, token: int) -> CoreOutput:
+    def _propose_drafts(self) -> None:
+        """Guess the next tokens of each running sequence that asked for speculation and is
+        past its prompt. The drafts follow whatever the step computes for it: the last sampled
+        token, or that and the tokens a grammar forced after it (jump-forward)."""
+        if not self._speculates:
+            return
+        for seq in self.scheduler.running:
+            seq.draft_ids = []
+            want = seq.params.num_speculative_tokens
+            if want <= 0 or seq.num_output_tokens == 0:
+                continue
+            live = self._live[seq.seq_id]
+            if live.draft_pause > 0:
+                live.draft_pause -= 1
+                continue
+            # The step emits up to one token more than it drafts.
+            room = min(
+                want,
+                seq.params.max_tokens - seq.num_output_tokens - 1,
+                self.max_model_len - seq.num_tokens - 1,
+            )
+            draft = propose_ngram(seq.token_ids, room)
+            constraint: Any = seq.constraint
+            if draft and constraint is not None:
+                del draft[constraint.allowed_prefix(draft, self.jump_forward) :]
+            seq.draft_ids = draft
+
+    def _append_tokens(self, seq: Sequence, tokens: list[int], num_drafted: int) -> CoreOutput:
+        """Append a step's tokens to ``seq``: the drafts the model kept (already computed),
+        then the one it sampled; each is checked for the end as a decoded token would be."""
         live = self._live[seq.seq_id]
         constraint: Any = seq.constraint
-        seq.token_ids.append(token)
-        self.stats.generation_tokens += 1
         reason: str | None = None
         shown = True
-        if constraint is not None and not constraint.accept(token):
-            reason, shown = "stop", False  # the sampler broke the grammar: end, emit nothing
-        elif token in live.stop_ids:
-            reason, shown = "stop", False  # an end token: counted, never shown
-        elif constraint is not None and constraint.is_terminated():
-            reason = "stop"
-        elif self._out_of_room(seq):
-            reason = "length"
-        tokens = [token]
+        appended: list[int] = []
+        for i, token in enumerate(tokens):
+            seq.token_ids.append(token)
+            appended.append(token)
+            self.stats.generation_tokens += 1
+            if i < len(tokens) - 1:
+                seq.num_computed_tokens += 1  # a kept draft: its keys were written this step
+            reason, shown = self._end_of(seq, live, constraint, token)
+            if reason is not None:
+                break
+        if num_drafted:
+            self.stats.speculation.record(num_drafted, len(tokens) - 1, len(tokens))
+            _back_off(live, kept=len(tokens) - 1)
+            self.block_manager.cache_full_blocks(seq)
+            self.block_manager.free_surplus_blocks(seq)
         if reason is None and constraint is not None and self.jump_forward:
             room = min(
                 seq.params.max_tokens - seq.num_output_tokens, self.max_model_len - seq.num_tokens
@@ -285,15 +346,29 @@ class EngineCore:
             if forced:
                 seq.token_ids.extend(forced)
                 self.stats.generation_tokens += len(forced)
-                tokens += forced
+                appended += forced
                 if self._out_of_room(seq):
                     reason = "length"
         if reason is not None:
             self.scheduler.finish(seq, reason)
             del self._live[seq.seq_id]
-        output = self._output(seq, tokens)
+        output = self._output(seq, appended)
         output.shown = shown
         return output
+
+    def _end_of(
+        self, seq: Sequence, live: _Live, constraint: Any, token: int
+    ) -> tuple[str | None, bool]:
+        """Whether ``token``, just appended, ends ``seq``: (reason or None, whether it is text)."""
+        if constraint is not None and not constraint.accept(token):
+            return "stop", False  # the sampler broke the grammar: end, emit nothing
+        if token in live.stop_ids:
+            return "stop", False  # an end token: counted, never shown
+        if constraint is not None and constraint.is_terminated():
+            return "stop", True
+        if self._out_of_room(seq):
+            return "length", True
+        return None, True
 
     def _out_of_room(self, seq: Sequence) -> bool:
         return (
@@ -325,6 +400,7 @@ class EngineCore:
             prompt_tokens=old.prompt_tokens,
             generation_tokens=old.generation_tokens,
             disk_cache_hits=old.disk_cache_hits,
+            speculation=replace(old.speculation),
         )
 
     def _kv_usage(self, batch: StepBatch) -> float:
@@ -340,6 +416,16 @@ class EngineCore:
                     filled.get(block_id, 0), min(bs, max(0, scheduled_len - i * bs))
                 )
         return sum(filled.values()) / (len(filled) * bs) if filled else 0.0
+
+
+def _back_off(live: _Live, kept: int) -> None:
+    """After drafts that all failed, draft again only after 1, 3, 7, then 15 plain steps: where
+    the text is new, wrong guesses would cost each step its extra rows; one kept draft resets."""
+    if kept:
+        live.draft_misses = 0
+        return
+    live.draft_misses = min(live.draft_misses + 1, MAX_BACK_OFF)
+    live.draft_pause = (1 << live.draft_misses) - 1
 
 
 def _replay_constraint(seq: Sequence) -> None:

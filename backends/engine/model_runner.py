@@ -205,6 +205,13 @@ class ModelRunner:
             tokens = self._sample(logits, batch.sampling, batch.output_counts, bitmask)
             return [int(t) for t in tokens.cpu().tolist()]  # the one device-to-host copy per step
 
+    def execute_speculative(self, batch: StepBatch) -> list[list[int]]:
+        """Like :meth:`execute` for a batch with drafts: per sampled sequence, the drafts the
+        model kept and one token of its own (:mod:`backends.engine.verify`)."""
+        from backends.engine.verify import execute_speculative
+
+        return self._on_compute(execute_speculative, self, batch)
+
     def _forward(self, batch: StepBatch, rows: torch.Tensor | None = None) -> torch.Tensor:
         """The hidden states of the step's token rows ``rows`` (those sampled from), or of every
         token."""

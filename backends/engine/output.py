@@ -69,10 +69,11 @@ class OutputProcessor:
         """
         text = ""
         reason = out.finish_reason
-        for token in out.token_ids:
+        last = len(out.token_ids) - 1
+        for i, token in enumerate(out.token_ids):
             self.token_ids.append(token)
-            if reason is not None and not out.shown:
-                continue
+            if reason is not None and not out.shown and i == last:
+                continue  # the end token (earlier ones are verified drafts: text)
             piece, hit = self.stops.feed(self.detokenizer.add(token))
             text += piece
             if hit:

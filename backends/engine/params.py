@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 from agent.errors import UserError
 
+# A verification step's cost grows with its drafted tokens while long guesses rarely hold.
+MAX_SPECULATIVE_TOKENS = 16
+
 
 @dataclass(slots=True)
 class SamplingParams:
@@ -20,6 +23,9 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     stop_strings: list[str] = field(default_factory=list)
     ignore_eos: bool = False
+    # Prompt-lookup speculative decoding: draft up to this many tokens per step from the
+    # request's own prompt and output, verified in the same forward pass (0 = off).
+    num_speculative_tokens: int = 0
 
     @property
     def greedy(self) -> bool:
@@ -38,5 +44,10 @@ class SamplingParams:
             raise UserError(f"min_p must be in [0, 1] (0 turns it off), got {self.min_p}")
         if self.max_tokens < 1:
             raise UserError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if not 0 <= self.num_speculative_tokens <= MAX_SPECULATIVE_TOKENS:
+            raise UserError(
+                f"num_speculative_tokens must be in [0, {MAX_SPECULATIVE_TOKENS}] (0 turns it"
+                f" off), got {self.num_speculative_tokens}"
+            )
         if any(not s for s in self.stop_strings):
             raise UserError("stop strings must not be empty: remove the empty string from stop")

@@ -71,12 +71,29 @@ def sample(
         return _argmax(x)
     greedy_ids = _argmax(x) if any(greedy) else None
 
+    probs = filtered_probs(x, params, greedy)
+    q = _exponential_noise(probs, params, output_counts, greedy)
+    ids = _argmax(probs / q)
+    if greedy_ids is not None:
+        ids = torch.where(_to_device(greedy, torch.bool, x.device), greedy_ids, ids)
+    return ids
+
+
+def filtered_probs(
+    x: torch.Tensor, params: Sequence[SamplingSettings], greedy: list[bool]
+) -> torch.Tensor:
+    """Each row's distribution after temperature, top-k, top-p and min-p, from float32 logits
+    that already carry the grammar mask. Rows sum to 1 except after min-p, which leaves them
+    unnormalised (no sampler step needs the scale); greedy rows are plain softmax."""
+    import torch
+
+    vocab = x.shape[1]
     device = x.device
     temps = [1.0 if g else float(p.temperature) for g, p in zip(greedy, params, strict=True)]
     if any(t != 1.0 for t in temps):
         x = x / _to_device(temps, torch.float32, device).unsqueeze(1)
 
-    # Greedy rows keep every filter off: their answer is the argmax taken above.
+    # Greedy rows keep every filter off: their answer is the argmax.
     top_k = [0 if g else _clamp_k(p.top_k, vocab) for g, p in zip(greedy, params, strict=True)]
     top_p = [1.0 if g else float(p.top_p) for g, p in zip(greedy, params, strict=True)]
     min_p = [0.0 if g else float(p.min_p) for g, p in zip(greedy, params, strict=True)]
@@ -90,14 +107,8 @@ def sample(
         threshold = (
             probs.amax(dim=-1, keepdim=True) * _to_device(min_p, torch.float32, device)[:, None]
         )
-        # No renormalisation needed: argmax(probs / q) does not depend on the row's scale.
         probs = probs.masked_fill(probs < threshold, 0.0)
-
-    q = _exponential_noise(probs, params, output_counts, greedy)
-    ids = _argmax(probs / q)
-    if greedy_ids is not None:
-        ids = torch.where(_to_device(greedy, torch.bool, device), greedy_ids, ids)
-    return ids
+    return probs
 
 
 def unpack_bitmask(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:

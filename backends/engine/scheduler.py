@@ -100,8 +100,12 @@ class Scheduler:
                 break
             if seq.status is not SequenceStatus.RUNNING:  # preempted earlier in this loop
                 continue
-            num_new = self._chunk(seq.num_uncomputed_tokens, budget)
+            num_new = self._chunk(seq.num_uncomputed_tokens + len(seq.draft_ids), budget)
             while not self.block_manager.allocate_slots(seq, num_new):
+                if seq.draft_ids:  # a guess never costs another sequence its blocks
+                    seq.draft_ids = []
+                    num_new = self._chunk(seq.num_uncomputed_tokens, budget)
+                    continue
                 victim = self.running.pop()  # the most recently admitted
                 if victim.seq_id in planned:  # scheduled already: give back its tokens
                     budget += planned.pop(victim.seq_id)
@@ -109,6 +113,8 @@ class Scheduler:
                 if victim is seq:
                     break
             else:
+                # Drafts past the budget are dropped; the rest ride along after the last token.
+                del seq.draft_ids[max(num_new - seq.num_uncomputed_tokens, 0) :]
                 planned[seq.seq_id] = num_new
                 budget -= num_new
         out.scheduled = [(s, planned[s.seq_id]) for s in self.running if s.seq_id in planned]
@@ -213,6 +219,7 @@ class Scheduler:
         """Free all of ``seq``'s blocks and put it at the head of the queue to be recomputed."""
         self.block_manager.free_blocks(seq)
         seq.num_computed_tokens = 0
+        seq.draft_ids = []
         seq.num_preemptions += 1
         seq.status = SequenceStatus.WAITING
         self.waiting.appendleft(seq)

@@ -39,6 +39,9 @@ class Sequence:
     num_registered_blocks: int = 0  # leading blocks already offered to the prefix cache
     finish_reason: str | None = None
     num_preemptions: int = 0
+    # Guessed next tokens for this step (speculative decoding); they enter ``token_ids`` only
+    # once the model has verified them.
+    draft_ids: list[int] = field(default_factory=list)
 
     @classmethod
     def new(

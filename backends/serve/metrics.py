@@ -182,6 +182,24 @@ class ServerMetrics:
                 "Prompt tokens found in the cache.",
                 stats.prefix_cache_hits,
             ),
+            (
+                "vllm:spec_decode_num_drafts_total",
+                "counter",
+                "Verification steps of sequences that carried drafted tokens.",
+                stats.speculation.num_drafts,
+            ),
+            (
+                "vllm:spec_decode_num_draft_tokens_total",
+                "counter",
+                "Drafted tokens (prompt lookup).",
+                stats.speculation.num_draft_tokens,
+            ),
+            (
+                "vllm:spec_decode_num_accepted_tokens_total",
+                "counter",
+                "Drafted tokens the model accepted.",
+                stats.speculation.num_accepted_tokens,
+            ),
         ]
         lines: list[str] = []
         for name, kind, doc, value in rows:

@@ -95,6 +95,9 @@ class _Sampling(_Body):
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=-1)  # -1 and 0 both mean off, as in vLLM
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    # clawloop's extension: prompt-lookup speculative decoding, up to this many drafted tokens
+    # per step (0 or unset: off).
+    num_speculative_tokens: int | None = Field(default=None, ge=0, le=16)
     max_tokens: int | None = Field(default=None, ge=1)
     stop: str | list[str] | None = None
     seed: int | None = None

@@ -138,6 +138,7 @@ class RequestBuilder:
             seed=body.seed,
             max_tokens=max_tokens or (limit - len(ids)),
             stop_strings=[s for s in stop if s],
+            num_speculative_tokens=body.num_speculative_tokens or 0,
         )
         try:
             params.check()

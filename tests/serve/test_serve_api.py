@@ -252,3 +252,28 @@ def test_metrics_use_vllm_names(server: Served) -> None:
     assert metric(server, "vllm:prefix_cache_hits_total") <= metric(
         server, "vllm:prefix_cache_queries_total"
     )
+
+
+def test_speculative_decoding_is_a_request_extension(server: Served) -> None:
+    """``num_speculative_tokens`` in the body turns on prompt lookup: same greedy text, and the
+    drafts show in the vLLM spec-decode counters."""
+    messages = [
+        {"role": "user", "content": "Repeat exactly: config/settings.yaml, config/settings.yaml"}
+    ]
+    api = client(server)
+    plain = api.chat.completions.create(
+        model=server.model, messages=messages, temperature=0, max_tokens=24
+    )
+    drafted = metric(server, "vllm:spec_decode_num_draft_tokens_total")
+    fast = api.chat.completions.create(
+        model=server.model,
+        messages=messages,
+        temperature=0,
+        max_tokens=24,
+        extra_body={"num_speculative_tokens": 4},
+    )
+    assert fast.choices[0].message.content == plain.choices[0].message.content
+    assert metric(server, "vllm:spec_decode_num_draft_tokens_total") > drafted
+    assert metric(server, "vllm:spec_decode_num_accepted_tokens_total") <= metric(
+        server, "vllm:spec_decode_num_draft_tokens_total"
+    )

@@ -131,14 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     path, keep_alive, options_json = argv if argv is not None else sys.argv[1:4]
     options = json.loads(options_json)
-    from backends.engine.backend import EngineDecoder, load_engine
+    from backends.engine.backend import engine_decoder, load_engine
 
     model = options.pop("model", None)
     adapter = options.pop("adapter", None)
     loaded = load_engine(model, adapter, **options)
-    decoder = EngineDecoder(
-        loaded.engine, loaded.tokenizer, loaded.constraints, loaded.template.tool_format
-    )
+    decoder = engine_decoder(loaded, options)
     hello = {
         "name": f"engine:{loaded.path.name}",
         "template": loaded.template.source,
