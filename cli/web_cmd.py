@@ -14,7 +14,7 @@ from agent.loop import AgentLoop
 from cli.config import Settings, load_settings
 from cli.console import SafeConsole
 from cli.evals.store import reports_dir
-from cli.wiring import build_backend, build_loop, build_toolbox, run_traced
+from cli.wiring import build_backend, build_loop, run_traced, settings_toolbox
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -82,7 +82,7 @@ def web_app(
     check_exposure(host, token)
     model = backend or build_backend(settings)
     # No standing approver: every ask is an event the page shows with its buttons.
-    toolbox = build_toolbox(settings, None, None, model)
+    toolbox = settings_toolbox(settings, None, None, model)
     return page_app(settings, build_loop(settings, model, toolbox), host, port, token)
 
 
