@@ -15,7 +15,7 @@ How: a ``sitecustomize`` module put first on the child's PYTHONPATH installs
 called (module bodies included: an import runs one); SIGUSR1 opens and closes the message's
 window. The files of the checkout that ``agent`` is imported from are counted, so the same
 script measures another checkout: ``PYTHONPATH=/path/to/other python bench/walk_count.py``.
-The counts depend only on the code, not on the machine's load.
+Repeated runs give the same counts: they depend on the code, not on the machine's load.
 """
 
 from __future__ import annotations
