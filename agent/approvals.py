@@ -1,9 +1,10 @@
-"""Approvals as data: a tool's gate, the question the loop asks, and the answer it waits for.
+"""Approvals as data: a tool's gate, the question asked of a person, and the answer awaited.
 
-When a tool's gate says "ask", the loop yields an :class:`~agent.events.ApprovalRequested`
-event and waits on the run's :class:`ApprovalBroker` until a front end answers it (the terminal,
-a chat's ``/approve ID``), the ask expires, or the run is cancelled. Expired and cancelled asks
-are refusals: the call never runs.
+When a guarded tool's gate says "ask" during a run, the tool asks through its run's context
+(:meth:`agent.run_context.RunContext.ask`): an :class:`~agent.events.ApprovalRequested` event
+goes to the front end and the call waits on the run's :class:`ApprovalBroker` until someone
+answers it (the terminal, a chat's ``/approve ID``), the ask expires, or the run is cancelled.
+Expired and cancelled asks are refusals: the call never runs. The loop only passes the events on.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import secrets
 import threading
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 Answer = Literal["once", "always", "deny"]
 Outcome = Literal["once", "always", "deny", "expired", "cancelled", "allow"]
@@ -42,22 +43,6 @@ class Verdict:
     @property
     def approved(self) -> bool:
         return self.outcome in ("once", "always", "allow")
-
-
-@runtime_checkable
-class GatedTool(Protocol):
-    """A tool that is asked before it runs; the loop settles the gate, then calls ``call_gated``."""
-
-    name: str
-
-    def gate(self, arguments: dict[str, Any], context: Any) -> Gate:
-        """Decide the call without running it (and without asking anyone)."""
-        ...
-
-    def call_gated(self, arguments: dict[str, Any], context: Any, verdict: Verdict) -> Any:
-        """Run an approved call (its ``ToolResult``), or record a refused one and raise
-        ``ToolError``."""
-        ...
 
 
 def new_approval_id() -> str:

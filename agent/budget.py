@@ -8,6 +8,7 @@ decides which allowances a run gets and where the earlier spending is read from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agent.events import UsageEvent
 
@@ -40,3 +41,42 @@ class Budget:
                     "file to go on"
                 )
         return None
+
+
+@dataclass(slots=True, frozen=True)
+class BudgetLimits:
+    """The token limits a front end sets (``[budgets]``): per run, per day, per chat per day;
+    the day's spending is read from the traces in ``traces_dir``."""
+
+    traces_dir: Path
+    run_tokens: int | None = None
+    day_tokens: int | None = None
+    chat_day_tokens: int | None = None
+
+    def budget(self, chat: str | None = None) -> Budget | None:
+        """The allowances for a run (of ``chat``, in a gateway); None if there are none.
+
+        Today's spending is read from the traces once, as the run starts: runs going on at the
+        same time each count the others only as far as they had got then.
+        """
+        from agent.usage import read_usage, start_of_today, tokens_spent  # reads traces
+
+        allowances: list[Allowance] = []
+        if self.run_tokens is not None:
+            allowances.append(Allowance("[budgets] run_tokens", "this run", self.run_tokens))
+        per_chat = chat is not None and self.chat_day_tokens is not None
+        wants_day = self.day_tokens is not None or per_chat
+        today = read_usage(self.traces_dir, start_of_today()) if wants_day else []
+        if self.day_tokens is not None:
+            spent = tokens_spent(today)
+            allowances.append(
+                Allowance("[budgets] day_tokens", "today's runs", self.day_tokens, spent)
+            )
+        if chat is not None and self.chat_day_tokens is not None:
+            spent = tokens_spent(today, chat)
+            allowances.append(
+                Allowance(
+                    "[budgets] chat_day_tokens", "this chat today", self.chat_day_tokens, spent
+                )
+            )
+        return Budget(allowances) if allowances else None

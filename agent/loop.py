@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
+import queue
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.approvals import Gate, GatedTool, Verdict
 from agent.backend import Backend, Completion, TextDelta
 from agent.by_reference import by_reference
 from agent.compaction import Compactor
 from agent.errors import ToolError, UserError
 from agent.events import (
-    ApprovalRequested,
-    ApprovalResolved,
     ErrorEvent,
     Event,
     FinalEvent,
@@ -39,7 +36,7 @@ from agent.messages import (
 )
 from agent.progress import REPEAT_GUARD, GuardLimits, ProgressGuard, Stop
 from agent.provenance import Provenance
-from agent.run_context import RunContext, context_for_call, new_run_id
+from agent.run_context import CallInRun, RunContext, context_for_call, new_run_id
 from agent.session import Session
 from agent.tool_selection import ToolSelector
 from agent.tools import Tool, Toolbox, ToolResult, observation
@@ -333,7 +330,7 @@ class AgentLoop:
         return budget is not None and time.monotonic() - start > budget
 
     def _dispatch(self, call: ToolCall, ctx: RunContext) -> Generator[Event, None, ToolResultEvent]:
-        """Validate, settle the gate (asking a person if it says so), then run with a timeout."""
+        """Validate, then run with a timeout; what a guarded tool asks a person passes through."""
         args, problem = check_call(call, self.toolbox)
         if problem is not None or args is None:
             return ToolResultEvent(
@@ -348,28 +345,14 @@ class AgentLoop:
         tool = self.toolbox.get(call.function.name)
         if tool is None:  # check_call found it; a toolbox changed under a run is a bug
             raise RuntimeError(f"tool {call.function.name!r} vanished from the toolbox")
-        verdict: Verdict | None = None
         # An error's text may quote what the tool read: it is labelled as the tool's results are.
         label = declared_provenance(tool)
-        if isinstance(tool, GatedTool):
-            try:
-                gate = tool.gate(args, ctx)
-            except ToolError as exc:
-                return ToolResultEvent(
-                    call.id, tool.name, f"error: {exc.message}", False, 0.0, provenance=label
-                )
-            verdict = yield from self._settle(call, gate, ctx)
-        began = time.monotonic()
-        ok = True
+        running = CallInRun(call)
         try:
-            if verdict is not None and not verdict.approved:
-                _gated(tool, args, ctx, verdict)()  # records and raises the refusal
-                ok, content = False, "error: refused"  # not reached: the refusal raises
-            else:
-                result = self._run_tool(_gated(tool, args, ctx, verdict), ctx)
-                ok, content = observation(result)
-                label = result.labelled(label)
-        except ToolError as exc:
+            result = yield from self._run_tool(lambda: tool.call(args), ctx, running)
+            ok, content = observation(result)
+            label = result.labelled(label)
+        except ToolError as exc:  # a refusal too: the model reads why and changes course
             ok, content = False, f"error: {exc.message}"
         except FutureTimeout:
             ok, content = (
@@ -389,66 +372,59 @@ class AgentLoop:
             call.function.name,
             content,
             ok,
-            time.monotonic() - began,
-            decision=None if verdict is None else verdict.outcome,
-            decided_by=None if verdict is None else verdict.by,
+            time.monotonic() - running.started,
+            decision=running.decision,
+            decided_by=running.decided_by,
             provenance=label,
         )
 
-    def _settle(
-        self, call: ToolCall, gate: Gate, ctx: RunContext
-    ) -> Generator[Event, None, Verdict]:
-        if gate.action == "allow":
-            return Verdict("allow", gate.reason, gate)
-        if gate.action == "deny":
-            return Verdict("deny", gate.reason, gate)
-        pending = ctx.approvals.open()
-        yield ApprovalRequested(
-            pending.id,
-            call,
-            gate.rule,
-            gate.reason,
-            gate.suggestion,
-            gate.summary,
-            ctx.ask_timeout_s,
-            gate.person_only,
-            run_id=ctx.run_id,
-        )
-        try:
-            outcome, by = pending.wait(ctx.ask_timeout_s, ctx.cancel)
-        finally:
-            ctx.approvals.close(pending.id)
-        yield ApprovalResolved(pending.id, outcome, by, run_id=ctx.run_id)
-        return Verdict(outcome, by, gate)
-
-    def _run_tool(self, fn: Callable[[], ToolResult], ctx: RunContext) -> ToolResult:
-        """Run on the run's own threads; the timeout starts now, after any approval.
+    def _run_tool(
+        self, fn: Callable[[], ToolResult], ctx: RunContext, running: CallInRun
+    ) -> Generator[Event, None, ToolResult]:
+        """Run on the run's own threads, passing on the events the call raises (an approval
+        asked and answered); the timeout does not count the time a person takes to answer.
 
         A call that times out or is cancelled before it started is cancelled for good. One
         already running sees the run's cancel token through :func:`current_run` (the sandbox
         kills its command); it gets a moment to end, then it is abandoned (its sandbox's own
         limits still end it).
         """
-        future: Future[ToolResult] = ctx.executor.submit(context_for_call(ctx).run, fn)
-        deadline = time.monotonic() + self.limits.tool_timeout_s
+        future: Future[ToolResult] = ctx.executor.submit(context_for_call(ctx, running).run, fn)
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            yield from _drain(ctx)
+            remaining = running.started + self.limits.tool_timeout_s - time.monotonic()
+            if remaining <= 0 and not running.asking:
                 future.cancel()
                 raise FutureTimeout
-            try:
-                result = future.result(timeout=min(0.05, remaining))
-            except FutureTimeout:
+            step = 0.05 if running.asking else min(0.05, max(remaining, 0.01))
+            done, _ = wait([future], timeout=step)
+            if not done:
                 if ctx.cancel.is_set():
                     if not future.cancel():
                         # Running: let it clean up (a killed command is gone before we say so).
-                        with contextlib.suppress(Exception):
-                            future.result(timeout=CANCEL_GRACE_S)
+                        wait([future], timeout=CANCEL_GRACE_S)
+                    yield from _drain(ctx)
+                    if future.done() and running.decision in _REFUSED:
+                        future.result()  # the ask ended with the run: that refusal is the result
                     raise _Cancelled from None
                 continue
-            if ctx.cancel.is_set():
+            yield from _drain(ctx)
+            if ctx.cancel.is_set() and running.decision not in _REFUSED:
                 raise _Cancelled  # it ended because the run was stopped (a killed command)
-            return result
+            return future.result()
+
+
+# How an ask ended when the call was refused (agent/approvals Outcome).
+_REFUSED = ("deny", "expired", "cancelled")
+
+
+def _drain(ctx: RunContext) -> Iterator[Event]:
+    """The events a tool thread raised since the last look."""
+    while True:
+        try:
+            yield ctx.events.get_nowait()
+        except queue.Empty:
+            return
 
 
 def declared_provenance(tool: Tool) -> Provenance:
@@ -460,15 +436,6 @@ def declared_provenance(tool: Tool) -> Provenance:
 
 class _Cancelled(Exception):
     """The run was stopped while a tool was running."""
-
-
-def _gated(
-    tool: Tool, args: dict[str, Any], ctx: RunContext, verdict: Verdict | None
-) -> Callable[[], ToolResult]:
-    if verdict is not None and isinstance(tool, GatedTool):
-        gated = tool
-        return lambda: gated.call_gated(args, ctx, verdict)
-    return lambda: tool.call(args)
 
 
 def _step_event(completion: Completion, messages: int, seconds: float) -> StepEvent:

@@ -2,11 +2,14 @@
 
 Built-in backends, skills and connectors register through these same hooks (entry points
 ``clawloop.backends``, ``clawloop.skills`` and ``clawloop.connectors`` in pyproject.toml), so a
-third-party plugin is never second-class. This is the one place a plugin manager is built.
+third-party plugin is never second-class. This is the one place a plugin manager is built, and
+the one place the built-ins are registered when their entry point is not loaded (a source tree
+without installed metadata): the very module the entry point names, through the same hooks.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +21,12 @@ hookspec = pluggy.HookspecMarker("clawloop")
 hookimpl = pluggy.HookimplMarker("clawloop")
 
 ENTRY_POINT_GROUPS = ("clawloop.backends", "clawloop.skills", "clawloop.connectors")
+# The module each group's ``builtin`` entry point names in pyproject.toml.
+BUILTINS = {
+    "clawloop.backends": "backends.builtin",
+    "clawloop.skills": "skills.builtin",
+    "clawloop.connectors": "connectors.builtin",
+}
 
 
 class HookSpecs:
@@ -39,13 +48,27 @@ class HookSpecs:
 def plugin_manager(
     load_entry_points: bool = True, groups: tuple[str, ...] = ENTRY_POINT_GROUPS
 ) -> pluggy.PluginManager:
-    """A plugin manager with clawloop's hooks and the plugins of ``groups`` loaded."""
+    """A plugin manager with clawloop's hooks and the plugins of ``groups`` loaded, the
+    built-ins always among them."""
     pm = pluggy.PluginManager("clawloop")
     pm.add_hookspecs(HookSpecs)
     if load_entry_points:
         for group in groups:
             pm.load_setuptools_entrypoints(group)
+            _register_builtin(pm, group)
     return pm
+
+
+def _register_builtin(pm: pluggy.PluginManager, group: str) -> None:
+    """Register ``group``'s built-in module unless its entry point already did (the entry
+    point is missing from a source tree, and each group's is named "builtin", so a manager of
+    several groups loads only the first)."""
+    name = BUILTINS.get(group)
+    if name is None:
+        return
+    module = importlib.import_module(name)
+    if not pm.is_registered(module):
+        pm.register(module, name=f"builtin {group}")
 
 
 def plugin_source(pm: pluggy.PluginManager, plugin: object) -> str:
@@ -54,10 +77,12 @@ def plugin_source(pm: pluggy.PluginManager, plugin: object) -> str:
         if loaded is plugin:
             name = str(dist.metadata["name"])
             return "builtin" if name == "clawloop" else f"plugin {name}"
-    # Registered by hand under a name that says where it is from: "builtin" (the built-in
-    # module, from a source tree without installed metadata) or "file PATH".
+    # Registered by hand under a name that says where it is from: a built-in module (from a
+    # source tree without installed metadata) or "file PATH".
     name = pm.get_name(plugin) or ""
-    return name if name == "builtin" or name.startswith("file ") else f"plugin {name}"
+    if name == "builtin" or name.startswith("builtin "):
+        return "builtin"
+    return name if name.startswith("file ") else f"plugin {name}"
 
 
 Registration = tuple[str, object, tuple[Any, ...]]

@@ -55,6 +55,7 @@ from agent.errors import BackendError, UserError
 from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.base import DecodeResult, LocalBackend
 from backends.chat_template import ChatTemplate
+from backends.cpu_features import cpu_flags
 from backends.default_model import INSTALL_HINT, check_gguf, default_adapter, default_model_path
 from backends.runaway import RunawayDetector
 from backends.stop_text import StopStringMatcher
@@ -163,11 +164,7 @@ def default_extra_buffers() -> bool:
     env = os.environ.get("CLAWLOOP_LLAMACPP_EXTRA_BUFFERS")
     if env is not None:
         return env.strip().lower() in {"1", "true", "yes", "on"}
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return True
-    return "amx_tile" not in cpuinfo
+    return "amx_tile" not in cpu_flags()
 
 
 def tool_call_gbnf(fmt: ToolCallFormat, tools: list[ToolSpec], max_calls: int = 1) -> str:

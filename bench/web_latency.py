@@ -38,11 +38,11 @@ def agent_run_first_token(runs: int) -> list[float]:
     from agent.session import Session
     from backends.fake import FakeBackend
     from cli.config import load_settings
-    from cli.wiring import build_loop, build_toolbox, run_traced
+    from cli.wiring import build_loop, run_traced, settings_toolbox
 
     settings = load_settings({"backend": "fake"})
     backend = FakeBackend([AssistantMessage(content=ANSWER)] * (runs + WARMUP))
-    loop = build_loop(settings, backend, build_toolbox(settings, None, None, backend))
+    loop = build_loop(settings, backend, settings_toolbox(settings, None, None, backend))
     times = []
     for _ in range(runs + WARMUP):
         began = time.perf_counter()

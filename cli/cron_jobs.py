@@ -22,7 +22,7 @@ from agent.loop import AgentLoop
 from agent.run_context import RunContext
 from cli.approvals import DenyApprover, answer_event
 from cli.config import Settings
-from cli.wiring import build_backend, build_loop, build_toolbox, open_session, run_traced
+from cli.wiring import build_backend, build_loop, open_session, run_traced, settings_toolbox
 from connectors.cron.scheduler import Execute, Outcome
 from connectors.cron.store import Job, RunRecord
 from connectors.gateway import Gateway
@@ -96,7 +96,7 @@ class LoopHolder:
     def get(self) -> AgentLoop:
         if self._loop is None:
             backend = build_backend(self.settings)
-            toolbox = build_toolbox(self.settings, None)
+            toolbox = settings_toolbox(self.settings, None)
             self._loop = build_loop(self.settings, backend, toolbox)
         return self._loop
 

@@ -21,13 +21,13 @@ from cli.config import Settings, load_settings
 from cli.cron_cmd import store_for
 from cli.cron_jobs import gateway_executor
 from cli.gateway_web import web_server
-from cli.wiring import build_backend, build_loop, build_toolbox, run_traced
+from cli.wiring import build_backend, build_loop, settings_toolbox, traced_runs
 from connectors.access import AccessList
 from connectors.base import Connector
 from connectors.cron.clock import clock_from_env
 from connectors.cron.schedule import zone
 from connectors.cron.scheduler import Scheduler, SchedulerBusy
-from connectors.gateway import Gateway, GatewayOptions, chat_of_session
+from connectors.gateway import Gateway, GatewayOptions
 from connectors.logs import log, setup_logging
 from connectors.settings import DiscordSettings, TelegramSettings
 from connectors.state import GatewayState
@@ -80,13 +80,7 @@ def access_list(settings: Settings) -> AccessList:
 
 def build_connectors(settings: Settings, state: GatewayState) -> list[Connector]:
     """The enabled connectors, each built by its registered factory."""
-    factories = collect(plugin_manager(), "register_connectors")
-    if not factories:
-        from connectors import builtin  # from a source tree, without the entry points
-
-        pm = plugin_manager(load_entry_points=False)
-        pm.register(builtin)
-        factories = collect(pm, "register_connectors")
+    factories = collect(plugin_manager(groups=("clawloop.connectors",)), "register_connectors")
     connectors: list[Connector] = []
     for name in ("telegram", "discord"):
         table = getattr(settings.connectors, name)
@@ -138,7 +132,7 @@ def gateway(
         return
     bot_backend = build_backend(settings, {"script": str(script)} if script else None)
     # The skills folder is watched: a skill added, changed or approved is used from the next turn.
-    toolbox = build_toolbox(settings, None, _skills_notice, bot_backend)
+    toolbox = settings_toolbox(settings, None, _skills_notice, bot_backend)
     loop = build_loop(settings, bot_backend, toolbox)
     options = GatewayOptions(
         ask_timeout_s=settings.approval_timeout,
@@ -157,14 +151,7 @@ def gateway(
         state,
         options,
         model_name=settings.model or settings.backend,
-        run=lambda session, text, ctx: run_traced(
-            settings,
-            loop,
-            session,
-            text,
-            {"front_end": "gateway", "chat": chat_of_session(session)},
-            context=ctx,
-        ),
+        runs=traced_runs(settings, loop),
     )
     scheduler = Scheduler(
         store_for(settings),

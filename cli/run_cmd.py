@@ -17,7 +17,7 @@ from cli.approvals import TerminalApprover, answer_event, choose_approver
 from cli.config import Settings, load_settings
 from cli.console import SafeConsole
 from cli.render import JsonRenderer, Renderer, TerminalRenderer
-from cli.wiring import build_backend, build_loop, build_toolbox, open_session, run_traced
+from cli.wiring import build_backend, build_loop, open_session, run_traced, settings_toolbox
 from skills.guard import Approver
 
 err_console = SafeConsole(stderr=True, highlight=False)
@@ -133,7 +133,7 @@ def _prepare(
     backend = build_backend(settings, extra or None)
     notice = (lambda text: err_console.print(f"[dim]{text}[/dim]")) if watch else None
     # No standing approver in the toolbox: every ask is an event, answered in _drive.
-    toolbox = build_toolbox(settings, None, notice, backend)
+    toolbox = settings_toolbox(settings, None, notice, backend)
     return build_loop(settings, backend, toolbox), choose_approver(yes, as_json, err_console)
 
 

@@ -27,7 +27,7 @@ from cli.approvals import AutoApprover, choose_approver
 from cli.config import Settings
 from cli.evals.runner import Variant, run_task
 from cli.evals.suite import Suite, Task
-from cli.wiring import build_loop, build_toolbox, run_traced
+from cli.wiring import build_loop, run_traced, settings_toolbox
 from skills.simple import ANSWER_TOOL
 
 GRADER = "fix"
@@ -131,7 +131,7 @@ def _replay_prompt(
         settings = settings.model_copy(update={"workspace": folder, "memory": memory})
         # A throwaway folder may be changed freely; the person's own folder asks as usual.
         approver = AutoApprover() if workspace is None else choose_approver(yes)
-        toolbox = build_toolbox(settings, approver)
+        toolbox = settings_toolbox(settings, approver)
         loop = build_loop(settings, backend, toolbox)
         extra = {**link, "family": start.get("family")}
         fixed = FixedRun("", False)

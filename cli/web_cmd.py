@@ -14,7 +14,7 @@ from agent.loop import AgentLoop
 from cli.config import Settings, load_settings
 from cli.console import SafeConsole
 from cli.evals.store import reports_dir
-from cli.wiring import build_backend, build_loop, build_toolbox, run_traced
+from cli.wiring import build_backend, build_loop, settings_toolbox, traced_runs
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -82,7 +82,7 @@ def web_app(
     check_exposure(host, token)
     model = backend or build_backend(settings)
     # No standing approver: every ask is an event the page shows with its buttons.
-    toolbox = build_toolbox(settings, None, None, model)
+    toolbox = settings_toolbox(settings, None, None, model)
     return page_app(settings, build_loop(settings, model, toolbox), host, port, token)
 
 
@@ -109,10 +109,9 @@ def page_app(
     except ImportError as exc:
         raise UserError(f"agent web needs {exc.name}: run {WEB_INSTALL_HINT}") from None
     check_exposure(host, token)
+    runs = traced_runs(settings, loop)  # built once: a turn does not climb back into cli/
     chats = WebChats(
-        lambda session, text, context: run_traced(
-            settings, loop, session, text, {"front_end": "web"}, context=context
-        ),
+        lambda session, text, context: runs.run(session, text, {"front_end": "web"}, context),
         settings.sessions_dir,
         settings.approval_timeout,
         always=always,

@@ -13,24 +13,27 @@ from agent.compaction import CompactionPolicy, Compactor
 from agent.errors import UserError
 from agent.events import Event
 from agent.loop import AgentLoop, Decoding, LoopLimits
-from agent.messages import Message, UserMessage
+from agent.messages import Message
 from agent.plugins import collect, plugin_manager
 from agent.progress import GuardLimits
 from agent.prompts import load_prompt
 from agent.run_context import RunContext
+from agent.runs import TracedRuns
 from agent.session import Session, check_session_name
 from agent.shots import ShotPicker, load_library
 from agent.tool_selection import LexicalToolSelector
 from agent.tools import Toolbox
-from agent.trace import TraceWriter, traced
-from cli.budgets import budget_for
+from cli.budgets import budget_limits
 from cli.config import Settings, SmallModelSettings
 from sandbox.secrets import Redactor, find_secrets
+from skills.context import SkillContext
 from skills.guard import Approver
+from skills.memory.prompt import MemoryPrompt
 from skills.memory.tools import NOT_FOR_SMALL_MODELS, SMALL_MODEL_CUES
 from skills.reader import READER_TOOL
 from skills.simple import ANSWER_TOOL
 from skills.simple_command import COMMAND_TOOL
+from skills.toolbox import LiveToolbox, build_toolbox
 
 SUMMARY_PROMPT = "compact"
 # The context assumed for a backend that does not report one (an OpenAI-compatible server).
@@ -39,7 +42,7 @@ FALLBACK_CONTEXT = 8192
 
 def backend_factories() -> dict[str, Any]:
     """Every registered backend factory, built-in and plugin, by name."""
-    return collect(plugin_manager(), "register_backends")
+    return collect(plugin_manager(groups=("clawloop.backends",)), "register_backends")
 
 
 def build_backend(settings: Settings, extra: dict[str, Any] | None = None) -> Backend:
@@ -54,27 +57,12 @@ def build_backend(settings: Settings, extra: dict[str, Any] | None = None) -> Ba
     return backend
 
 
-def build_toolbox(
-    settings: Settings,
-    approver: Approver | None,
-    watch: Callable[[str], None] | None = None,
-    backend: Backend | None = None,
-) -> Toolbox:
-    """The skills' tools, each behind the sandbox policy and approvals.
+def skill_context(settings: Settings, backend: Backend | None = None) -> SkillContext:
+    """The skills' context for a run in the settings' workspace, checked before any model call.
 
     ``backend`` is the run's model, handed to the tools that ask it questions of their own (the
     quarantined reader); without it they say they cannot run.
-
-    With ``approver`` None, asks are events for the front end; "always" answers are saved to
-    the config file. With ``watch`` (a function that shows a one-line notice) the skills folder
-    is watched and the toolbox rebuilt in place when a skill is added, changed, removed or
-    approved.
     """
-    from skills.context import SkillContext
-    from skills.reload import SkillWatcher
-    from skills.toolbox import LiveToolbox, SkillSet, guard
-    from skills.workspace_enums import workspace_enums
-
     workspace = settings.workspace.expanduser().resolve()
     if not workspace.is_dir():
         raise UserError(
@@ -87,18 +75,25 @@ def build_toolbox(
         )
     context = SkillContext.from_settings(settings.model_copy(update={"workspace": workspace}))
     context.backend = backend
-    context.runner.check()
-    skillset = SkillSet(context, settings.skill_names)
-    skillset.load()
-    save = _save_allow_rule(settings)
-    toolbox = LiveToolbox(
-        guard(skillset, approver, save), skillset, refine=workspace_enums(context.workspace)
+    return context
+
+
+def settings_toolbox(
+    settings: Settings,
+    approver: Approver | None,
+    watch: Callable[[str], None] | None = None,
+    backend: Backend | None = None,
+) -> Toolbox:
+    """:func:`skills.toolbox.build_toolbox` for the settings: their workspace, skills and
+    config file (where "always" answers are saved); ``watch`` and ``backend`` as there and in
+    :func:`skill_context`."""
+    return build_toolbox(
+        skill_context(settings, backend),
+        approver,
+        settings.skill_names,
+        save_rule=_save_allow_rule(settings),
+        watch=watch,
     )
-    if watch is not None:
-        watcher = SkillWatcher(skillset, toolbox, approver, watch, save)
-        watcher.start()
-        toolbox.closers.append(watcher.stop)
-    return toolbox
 
 
 def system_prompt(text: str, toolbox: Toolbox) -> str:
@@ -115,14 +110,8 @@ def system_prompt(text: str, toolbox: Toolbox) -> str:
 
 def memory_prompt(settings: Settings) -> str:
     """The bounded part of memory every system prompt ends with ("" when off or empty)."""
-    if not settings.memory.enabled or not settings.memory.prompt_chars:
-        return ""
-    from skills.memory.recall import prompt_block
-    from skills.memory.store import MemoryStore
-    from skills.memory.tools import memory_folder
-
-    store = MemoryStore(memory_folder(settings.data_dir, settings.memory))
-    return prompt_block(store, settings.memory.prompt_chars)
+    refresher = memory_refresher(settings)
+    return refresher.block() if refresher is not None else ""
 
 
 def with_memory(prompt: str | None, settings: Settings) -> str | None:
@@ -132,14 +121,18 @@ def with_memory(prompt: str | None, settings: Settings) -> str | None:
     return None if prompt is None else with_block(prompt, memory_prompt(settings))
 
 
-def memory_refresher(settings: Settings) -> Callable[[str], str] | None:
+def memory_refresher(settings: Settings) -> MemoryPrompt | None:
     """What keeps a long session's memory current: each request's system prompt gets the
     memory as it is then (None when memory is off). A session's stored prompt keeps the block
     it started with; while memory does not change, the request and the model's cached prefix
     stay the same from turn to turn, and a change costs one new prefill."""
     if not settings.memory.enabled or not settings.memory.prompt_chars:
         return None
-    return lambda system: with_memory(system, settings) or system
+    from skills.memory.tools import memory_folder
+
+    return MemoryPrompt(
+        memory_folder(settings.data_dir, settings.memory), settings.memory.prompt_chars
+    )
 
 
 _STANDARD = SmallModelSettings(answer_tool=False, select_tools=0, repeat_guard=False)
@@ -165,8 +158,6 @@ def _shot_picker(small: SmallModelSettings, fallback: list[Message]) -> ShotPick
 
 def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentLoop:
     """The agent loop with the settings' limits and decoding."""
-    from skills.toolbox import LiveToolbox
-
     d = settings.decoding
     prompt = load_prompt(settings.prompt_name)
     small = (
@@ -270,13 +261,28 @@ def redactor(settings: Settings) -> Redactor:
     return Redactor(find_secrets(settings.model_dump(), os.environ))
 
 
-def _adapter_label(backend: Backend, settings: Settings) -> str | None:
-    """The adapter the run's model really runs with (a local backend knows), else the setting."""
-    if hasattr(backend, "adapter"):
-        found = backend.adapter
-        return str(found) if found is not None else None
+def traced_runs(settings: Settings, loop: AgentLoop) -> TracedRuns:
+    """What starts the settings' traced runs of ``loop``: the traces folder, the redaction of
+    every secret, the token budgets, the memory a new session starts with, and what the
+    trace's first line says about the setting (workspace, profile, adapter, prices)."""
+    backend = getattr(loop.backend, "name", settings.backend)
+    prices = settings.usage.prices_for(backend, settings.backend_options().get("model"))
     option = settings.backend_options().get("adapter")
-    return None if option is None else str(option)
+    return TracedRuns(
+        loop,
+        settings.traces_dir,
+        backend,
+        settings.model,
+        redact=redactor(settings).redact,
+        budgets=budget_limits(settings),
+        fresh_prompt=memory_refresher(settings),
+        details={
+            "workspace": str(settings.workspace),
+            "profile": "small" if settings.small_model else "standard",
+            "adapter": None if option is None else str(option),
+            "prices": prices.model_dump(exclude_none=True) if prices is not None else None,
+        },
+    )
 
 
 def run_traced(
@@ -287,44 +293,5 @@ def run_traced(
     extra: dict[str, Any] | None = None,
     context: RunContext | None = None,
 ) -> Iterator[Event]:
-    """``loop.run`` with its trace written to the traces folder as it goes.
-
-    The trace's first line names the session, the chat (``extra["chat"]``, from the gateway) and
-    the prices in effect, so that `agent usage` can sum runs from the traces alone; the run gets
-    the token budget the settings give it.
-    """
-    context = context or RunContext(cancel=loop.cancel)
-    chat = (extra or {}).get("chat")
-    if context.budget is None:
-        context.budget = budget_for(settings, chat if isinstance(chat, str) else None)
-    backend = getattr(loop.backend, "name", settings.backend)
-    prices = settings.usage.prices_for(backend, settings.backend_options().get("model"))
-
-    if not any(m.role == "system" for m in session.messages):
-        loop.system_prompt = with_memory(loop.system_prompt, settings)
-    writer = TraceWriter(settings.traces_dir, context.run_id, redactor(settings).redact)
-
-    def start() -> None:
-        writer.start(
-            prompt=loop.prompt_label,
-            backend=backend,
-            model=settings.model,
-            messages=session.window(),
-            tools=loop.toolbox.specs(),
-            extra={
-                # The prompt's worked examples, sent after the system prompt in every request.
-                "examples": [
-                    m.to_record()
-                    for m in loop.examples_for([*session.window(), UserMessage(content=task)])
-                ],
-                "task": task,
-                "workspace": str(settings.workspace),
-                "profile": "small" if settings.small_model else "standard",
-                "adapter": _adapter_label(loop.backend, settings),
-                "session": session.path.stem if session.path is not None else None,
-                "prices": prices.model_dump(exclude_none=True) if prices is not None else None,
-                **(extra or {}),
-            },
-        )
-
-    return traced(loop.run(session, task, context), writer, start)
+    """``loop.run`` with its trace written to the traces folder as it goes (:class:`TracedRuns`)."""
+    return traced_runs(settings, loop).run(session, task, extra, context)

@@ -29,6 +29,7 @@ from agent.loop import AgentLoop
 from agent.messages import AssistantMessage, ToolMessage
 from agent.provenance import Provenance
 from agent.run_context import RunContext
+from agent.runs import TracedRuns
 from agent.session import Session
 from agent.terminal_text import escape_controls
 from connectors.access import AccessList
@@ -83,12 +84,13 @@ class Gateway:
         options: GatewayOptions | None = None,
         model_name: str = "",
         clock: Callable[[], float] = time.monotonic,
-        run: Callable[[Session, str, RunContext], Iterator[Event]] | None = None,
+        runs: TracedRuns | None = None,
     ) -> None:
         self.connectors = {c.name: c for c in connectors}
         self.loop = loop
-        # How a turn drives the loop: the CLI passes one that also writes the run's trace.
-        self.run = run or loop.run
+        # What starts a turn's run with its trace (built by whoever wired the gateway); without
+        # one, turns run the loop untraced.
+        self.runs = runs
         self.sessions_dir = sessions_dir
         self.access = access
         self.state = state
@@ -296,7 +298,7 @@ class Gateway:
         turn = Turn(
             connector,
             message,
-            lambda ctx: self.run(session, text, ctx),
+            lambda ctx: self._run(session, text, ctx),
             context,
             self._executor,
             on_ask=lambda ask: self.asks.__setitem__(ask.event.id, ask),
@@ -317,6 +319,12 @@ class Gateway:
             await self._reply(message, "(no answer)")
         self.state.finish(message.key)
         log(logging.INFO, "turn_done", message=message.key, run=context.run_id)
+
+    def _run(self, session: Session, text: str, context: RunContext) -> Iterator[Event]:
+        if self.runs is None:
+            return self.loop.run(session, text, context)
+        extra = {"front_end": "gateway", "chat": chat_of_session(session)}
+        return self.runs.run(session, text, extra, context)
 
     async def run_scheduled(
         self,

@@ -1,12 +1,11 @@
 """Approvals: a wrapper that asks the policy, and a person when the policy says "ask".
 
-Every tool the agent gets is wrapped in :class:`GuardedTool`; a refusal is raised as
-:class:`ToolError`, so the model reads it as an observation and can change course.
-
-Inside a run the loop settles the gate (:meth:`GuardedTool.gate`): an "ask" becomes an
-``ApprovalRequested`` event that any front end answers, and only then is the call run, through
-:meth:`GuardedTool.call_gated`. Called directly (``agent tools call``), the tool asks its
-:class:`Approver` itself.
+Every tool the agent gets is wrapped in :class:`GuardedTool`, which gates, asks, runs, redacts
+and audits on one path; a refusal is raised as :class:`ToolError`, so the model reads it as an
+observation and can change course. The loop knows nothing of approvals: in a run, an "ask"
+becomes an ``ApprovalRequested`` event through the run's context (any front end answers it),
+and the call waits for the answer. Called outside a run (``agent tools call``), only the
+tool's :class:`Approver` can answer.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import Any, Protocol
 from agent.approvals import Answer, Gate, Verdict
 from agent.errors import ToolError
 from agent.provenance import Provenance
-from agent.run_context import RunContext
+from agent.run_context import CallInRun, RunContext, current_call, current_run
 from agent.tools import Tool, ToolResult
 from sandbox.audit import AuditEntry, AuditLog
 from sandbox.flow import FlowVerdict
@@ -122,10 +121,13 @@ def rule_target(tool: Tool) -> RuleTarget:
 
 @dataclass(slots=True)
 class GuardedTool(ToolWrapper):
-    """Runs ``inner`` only if the policy (or a person) says so; redacts and audits.
+    """Runs ``inner`` only if the policy, a standing answer or a person says so; redacts and
+    audits every call, run or refused. A refusal is a :class:`ToolError` the model reads.
 
-    ``approver`` answers asks when the tool is called outside a run; ``None`` refuses them.
-    ``save_rule`` keeps an "always" given in a run for later runs (the config file).
+    One path for every call. In a run (the loop's tool thread: :func:`current_run`) an "ask"
+    goes to a person through the run's events, unless ``approver`` gives a standing answer
+    (``--yes``); outside a run (``agent tools call``) only ``approver`` answers, and with none
+    the call is refused. ``save_rule`` keeps an "always" for later runs (the config file).
     """
 
     policy: Policy
@@ -145,14 +147,21 @@ class GuardedTool(ToolWrapper):
 
     def call(self, arguments: dict[str, Any]) -> ToolResult:
         began = time.monotonic()
-        target = rule_target(self.inner)
-        decision = self.decide(arguments, self.outside_run)
-        # Outside a run nothing untrusted has been read; the tripwires still hold.
-        flow = self.flow_check(arguments, self.outside_run)
-        if flow is not None and decision.action != "deny":
-            decision = Decision("deny", None, flow.reason)
-        decided_by = self._approve(decision, target, arguments, began)
-        return self._run(arguments, decision, decided_by, began)
+        run = current_run()
+        context = run if run is not None else self.outside_run
+        gate = self.gate(arguments, context)
+        verdict = self._settle(
+            gate, arguments, context, current_call() if run is not None else None
+        )
+        decision = gate.detail
+        by = _decided_by(verdict)
+        if verdict.approved:
+            if verdict.outcome == "always":
+                self._remember(gate.suggestion, context)
+            return self._run(arguments, decision, by, time.monotonic())
+        message = refusal(decision) if decision.action == "deny" else _refusal_for(verdict)
+        self._record(arguments, decision, by, "refused", message, began)
+        raise ToolError(message)
 
     def decide(self, arguments: dict[str, Any], context: RunContext | None = None) -> Decision:
         """What the policy (with the run's overlay) says about this call, without running."""
@@ -169,7 +178,8 @@ class GuardedTool(ToolWrapper):
         )
 
     def gate(self, arguments: dict[str, Any], context: RunContext) -> Gate:
-        """The loop's question: allow, deny, or ask a person (the loop does the asking)."""
+        """Allow, deny, or ask someone: the policy with the run's overlay, then the data flow.
+        Its ``detail`` is the :class:`Decision` the audit records."""
         target = rule_target(self.inner)
         decision = self.decide(arguments, context)
         flow = self.flow_check(arguments, context)
@@ -177,19 +187,14 @@ class GuardedTool(ToolWrapper):
             return self._flow_gate(flow, arguments, context)
         request = self._request(decision, target, arguments)
         rule = decision.rule.text if decision.rule is not None else ""
-        action, reason = decision.action, decision.reason
-        if action == "ask" and self.approver is not None:
-            # A standing answer (``--yes``, or no one to ask) settles it without an event.
-            answer = self.approver.ask(request)
-            action = "deny" if answer == "deny" else "allow"
-            reason = f"{self.approver.name}: {answer}"
-            if answer == "always":
-                self._remember(request.rule, context)
-        return Gate(action, reason, rule, request.rule, request.describe(), decision)
+        return Gate(
+            decision.action, decision.reason, rule, request.rule, request.describe(), decision
+        )
 
     def _flow_gate(self, flow: FlowVerdict, arguments: dict[str, Any], context: RunContext) -> Gate:
         """A tripwire refuses; a data-flow finding asks a person, and only a person: a run
-        nobody attends (``--yes``, a scheduled job, an eval) refuses it, whatever its rules."""
+        nobody attends (``--yes``, a scheduled job, an eval, a call outside a run) refuses it,
+        whatever its rules."""
         summary = self.describe(arguments)
         if flow.action == "deny":
             return Gate(
@@ -201,35 +206,32 @@ class GuardedTool(ToolWrapper):
         decision = Decision("ask", None, flow.reason)
         return Gate("ask", flow.reason, summary=summary, detail=decision, person_only=True)
 
+    def _settle(
+        self,
+        gate: Gate,
+        arguments: dict[str, Any],
+        context: RunContext,
+        call: CallInRun | None,
+    ) -> Verdict:
+        """Who answers an ask: a standing answer, else a person through the run, else no one."""
+        if gate.action != "ask":
+            verdict = Verdict(gate.action, gate.reason, gate)
+        elif self.approver is not None and not gate.person_only:
+            request = self._request(gate.detail, rule_target(self.inner), arguments)
+            verdict = Verdict(self.approver.ask(request), self.approver.name, gate)
+        elif call is not None:
+            verdict = Verdict(*context.ask(call, gate), gate)
+        else:
+            verdict = Verdict("deny", "no one to ask", gate)
+        if call is not None:
+            call.decision, call.decided_by = verdict.outcome, verdict.by
+        return verdict
+
     def describe(self, arguments: dict[str, Any]) -> str:
         """The call as one line, secrets redacted."""
         return ApprovalRequest(
             self.name, "", self.redactor.redact_obj(arguments), "", ""
         ).describe()
-
-    def call_gated(
-        self, arguments: dict[str, Any], context: RunContext, verdict: Verdict
-    ) -> ToolResult:
-        """Run a call whose gate the loop settled; a refusal is recorded and raised."""
-        began = time.monotonic()
-        decision = verdict.gate.detail
-        if not isinstance(decision, Decision):
-            decision = self.decide(arguments, context)
-        if verdict.outcome == "allow":
-            return self._run(arguments, decision, verdict.by, began)
-        if verdict.outcome == "deny" and decision.action == "deny":
-            message = refusal(decision)
-            self._record(arguments, decision, decision.reason, "refused", message, began)
-            raise ToolError(message)
-        if verdict.outcome in ("once", "always"):
-            if verdict.outcome == "always":
-                self._remember(verdict.gate.suggestion, context)
-            return self._run(arguments, decision, f"{verdict.by}: {verdict.outcome}", began)
-        message = _refusal_for(verdict)
-        self._record(
-            arguments, decision, f"{verdict.by}: {verdict.outcome}", "refused", message, began
-        )
-        raise ToolError(message)
 
     def _remember(self, rule: str, context: RunContext) -> None:
         if rule and rule not in context.allowed:
@@ -266,32 +268,6 @@ class GuardedTool(ToolWrapper):
             self.name, target.name, self.redactor.redact_obj(arguments), decision.reason, suggestion
         )
 
-    def _approve(
-        self, decision: Decision, target: RuleTarget, arguments: dict[str, Any], began: float
-    ) -> str:
-        if decision.action == "deny":
-            message = refusal(decision)
-            self._record(arguments, decision, decision.reason, "refused", message, began)
-            raise ToolError(message)
-        if decision.action == "allow":
-            return decision.reason
-        request = self._request(decision, target, arguments)
-        approver = self.approver
-        answer: Answer = approver.ask(request) if approver is not None else "deny"
-        who = approver.name if approver is not None else "no one to ask"
-        if answer == "always":
-            # The approver saved the rule to the config; this tool's own overlay keeps it.
-            self.outside_run.allowed.append(request.rule)
-            return f"{who}: always ({request.rule})"
-        if answer == "once":
-            return f"{who}: once"
-        message = (
-            f"the user declined this call ({who}). Do not repeat it; "
-            "try another way or ask the user."
-        )
-        self._record(arguments, decision, f"{who}: deny", "refused", message, began)
-        raise ToolError(message)
-
     def _record(
         self,
         arguments: dict[str, Any],
@@ -312,6 +288,15 @@ class GuardedTool(ToolWrapper):
                 seconds=round(time.monotonic() - began, 4),
             )
         )
+
+
+def _decided_by(verdict: Verdict) -> str:
+    """Who decided, as the audit says it: the rule, or who answered the ask and how."""
+    if verdict.gate.action != "ask":
+        return verdict.by
+    if verdict.outcome == "always":
+        return f"{verdict.by}: always ({verdict.gate.suggestion})"
+    return f"{verdict.by}: {verdict.outcome}"
 
 
 def refusal(decision: Decision) -> str:

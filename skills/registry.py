@@ -62,12 +62,6 @@ def skills_plugin_manager(
     (with ``verify``, only those ``lock`` approves as they are; none without a lock). The
     files not run go to ``held`` (name -> "new" or "changed")."""
     pm = plugin_manager(groups=("clawloop.skills",))
-    if not any(getattr(p, "__name__", "") == "skills.builtin" for p in pm.get_plugins()):
-        # From a source tree without installed metadata the built-ins have no entry point;
-        # the same module is registered by hand, so they still come through the hook.
-        from skills import builtin
-
-        pm.register(builtin, name="builtin")
     problems: list[str] = []
     for path in sorted(skills_dir.glob("*.py")) if skills_dir and skills_dir.is_dir() else []:
         data = read_regular(path, MAX_SKILL_FILE)

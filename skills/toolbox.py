@@ -238,11 +238,16 @@ def build_toolbox(
     pm: pluggy.PluginManager | None = None,
     check_sandbox: bool = True,
     save_rule: Callable[[str], object] | None = None,
-) -> Toolbox:
-    """The toolbox an agent runs with: every tool wrapped in :class:`GuardedTool`.
+    watch: Callable[[str], None] | None = None,
+) -> LiveToolbox:
+    """The toolbox an agent runs with: every tool of the enabled skills behind
+    :class:`GuardedTool` (policy, approvals, redaction, audit).
 
-    ``approver`` answers asks only for calls made outside a run (``agent tools call``); in a
-    run, an ask is an event the front end answers. ``save_rule`` keeps "always" answers.
+    ``approver`` gives standing answers to asks (``--yes``, a terminal outside a run); with
+    None, an ask in a run is an event the front end answers. ``save_rule`` keeps "always"
+    answers (the config file). With ``watch`` (a function that shows a one-line notice) the
+    skills folder is watched and the toolbox rebuilt in place when a skill is added, changed,
+    removed or approved.
 
     With ``check_sandbox`` (the default) a sandbox that cannot start is a :class:`UserError`
     now, before any model call, rather than a failure on the first command.
@@ -251,5 +256,13 @@ def build_toolbox(
         context.runner.check()
     skillset = SkillSet(context, enabled, pm)
     skillset.load()
-    tools = guard(skillset, approver, save_rule)
-    return Toolbox(tools, refine=workspace_enums(context.workspace))
+    toolbox = LiveToolbox(
+        guard(skillset, approver, save_rule), skillset, refine=workspace_enums(context.workspace)
+    )
+    if watch is not None:
+        from skills.reload import SkillWatcher  # it rebuilds through this module's parts
+
+        watcher = SkillWatcher(skillset, toolbox, approver, watch, save_rule)
+        watcher.start()
+        toolbox.closers.append(watcher.stop)
+    return toolbox

@@ -66,3 +66,45 @@ def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from cli.main import app\n    import torch.nn\n")
     assert imported_roots(source) == {"cli", "torch"}
+
+
+def test_a_chat_turn_never_calls_back_into_cli(tmp_path: Path) -> None:
+    """The rule at run time too: the gateway is handed its traced runs when it is built, so a
+    chat's turn executes no code of cli/ (the trace is still written)."""
+    import sys
+    import threading
+
+    from agent.messages import AssistantMessage
+    from agent.run_context import RunContext
+    from agent.session import Session
+    from agent.tools import Toolbox
+    from backends.fake import FakeBackend
+    from cli.config import load_settings
+    from cli.wiring import build_loop, traced_runs
+    from connectors.access import AccessList
+    from connectors.gateway import Gateway
+    from connectors.state import GatewayState
+
+    settings = load_settings({"workspace": str(tmp_path), "data_dir": str(tmp_path / "data")})
+    loop = build_loop(settings, FakeBackend([AssistantMessage(content="hi")]), Toolbox())
+    access = AccessList(tmp_path / "pairing.json", {}, {})
+    state = GatewayState(tmp_path / "state.json")
+    runs = traced_runs(settings, loop)
+    gateway = Gateway([], loop, tmp_path / "sessions", access, state, runs=runs)
+    called: set[str] = set()
+
+    def profile(frame: object, event: str, _arg: object) -> None:
+        if event == "call":
+            called.add(frame.f_code.co_filename)  # type: ignore[attr-defined]
+
+    threading.setprofile(profile)
+    sys.setprofile(profile)
+    try:
+        events = list(gateway._run(Session(), "hello", RunContext()))
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+    assert events and list(settings.traces_dir.glob("*.jsonl"))
+    cli = ROOT / "cli"
+    assert not sorted(f for f in called if Path(f).is_relative_to(cli))
+    assert any(Path(f).is_relative_to(ROOT / "agent") for f in called)

@@ -19,7 +19,7 @@ from cli.approvals import AutoApprover
 from cli.config import Settings
 from cli.evals.checks import failures
 from cli.evals.suite import Suite, Task
-from cli.wiring import build_loop, build_toolbox, run_traced
+from cli.wiring import build_loop, run_traced, settings_toolbox
 
 
 @dataclass(slots=True)
@@ -85,7 +85,7 @@ def run_task(
         settings = variant.settings.model_copy(update=updates)
         # The workspace is thrown away afterwards, so calls that would ask are approved;
         # deny rules still hold, and everything runs inside the OS sandbox.
-        toolbox = build_toolbox(settings, AutoApprover())
+        toolbox = settings_toolbox(settings, AutoApprover())
         loop = build_loop(settings, variant.backend, toolbox)
         result = TaskResult(task.id, variant.name, False, [], None)
         began = time.monotonic()

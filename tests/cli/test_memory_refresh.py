@@ -15,7 +15,7 @@ from agent.run_context import RunContext
 from agent.session import SUMMARY_HEADING, Session
 from backends.fake import FakeBackend
 from cli.config import load_settings
-from cli.wiring import build_loop, build_toolbox
+from cli.wiring import build_loop, settings_toolbox
 from skills.memory.recall import PROMPT_CLOSE, PROMPT_OPEN, with_block
 from skills.memory.store import MemoryStore
 from skills.memory.tools import memory_folder
@@ -40,7 +40,7 @@ def test_a_long_session_is_sent_the_memory_as_it_is_now(tmp_path: Path) -> None:
         {"workspace": str(tmp_path / "ws"), "data_dir": str(tmp_path / "data"), "backend": "fake"}
     )
     backend = FakeBackend([AssistantMessage(content=f"ok {i}") for i in range(3)])
-    loop = build_loop(settings, backend, build_toolbox(settings, None, None, backend))
+    loop = build_loop(settings, backend, settings_toolbox(settings, None, None, backend))
     session = Session(tmp_path / "chat.jsonl")
     store = MemoryStore(memory_folder(settings.data_dir, settings.memory))
 

@@ -19,7 +19,7 @@ from backends.fake import FakeBackend
 from cli.config import load_settings
 from cli.evals.generators.gold import run_example
 from cli.trace_export import export
-from cli.wiring import build_loop, build_toolbox, run_traced
+from cli.wiring import build_loop, run_traced, settings_toolbox
 
 
 def test_an_exported_trace_is_the_requests_the_model_was_sent(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_an_exported_trace_is_the_requests_the_model_was_sent(tmp_path: Path) ->
         AssistantMessage(tool_calls=[ToolCall.make("answer", {"text": "notes.txt has 3 lines"})]),
     ]
     backend = FakeBackend(turns)
-    loop = build_loop(settings, backend, build_toolbox(settings, None, None, backend))
+    loop = build_loop(settings, backend, settings_toolbox(settings, None, None, backend))
     assert loop.examples and loop.select_tools is not None  # what the trace must not lose
     events = list(run_traced(settings, loop, Session(), "How many lines are in notes.txt?"))
     assert events and len(backend.requests) == 2

@@ -16,6 +16,7 @@ from typing import Any
 from agent.backend import Backend
 from agent.loop import AgentLoop, LoopLimits
 from agent.messages import AssistantMessage, ChatRequest, ToolCall, ToolMessage, UserMessage
+from agent.runs import TracedRuns
 from backends.fake import FakeBackend
 from connectors.access import AccessList
 from connectors.base import Connector
@@ -69,9 +70,11 @@ def make_gateway(
     toolbox = build_toolbox(context, None, save_rule=save_rule)
     loop = AgentLoop(backend or fake, toolbox, limits=LoopLimits(tool_timeout_s=30))
     access = AccessList(data / "pairing.json", owners, allowed or {})
+    runs = TracedRuns(loop, data / "traces", "fake")  # as the CLI hands it its traced runs
     gateway = Gateway(
-        connectors, loop, data / "sessions", access, state, GatewayOptions(**options), "fake"
-    )
+        connectors, loop, data / "sessions", access, state, GatewayOptions(**options), "fake",
+        runs=runs,
+    )  # fmt: skip
     return Setup(gateway, fake, data)
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from rich.console import Console
 
-from agent.approvals import ApprovalBroker
+from agent.approvals import ApprovalBroker, Gate
+from agent.errors import ToolError
 from agent.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -24,7 +25,7 @@ from agent.events import (
 )
 from agent.loop import AgentLoop, LoopLimits
 from agent.messages import AssistantMessage, ToolCall
-from agent.run_context import RunContext
+from agent.run_context import RunContext, current_call, current_run
 from agent.session import Session
 from agent.tools import Toolbox, function_tool
 from backends.fake import FakeBackend
@@ -202,3 +203,28 @@ def test_the_broker_answers_once() -> None:
     assert broker.answer(pending.id, "once", "a") and not broker.answer(pending.id, "deny", "b")
     assert pending.wait(1, threading.Event()) == ("once", "a")
     assert not broker.answer("nope", "once", "a")
+
+
+def test_the_loop_only_passes_on_what_a_tool_asks_through_its_run() -> None:
+    def careful(text: str) -> str:
+        """Asks a person before it answers."""
+        run, call = current_run(), current_call()
+        if run is None or call is None:
+            raise ToolError("not in a run")
+        gate = Gate("ask", "the tool asks", summary=f"careful({text})")
+        call.decision, call.decided_by = run.ask(call, gate)
+        return f"{text}: {call.decision}"
+
+    turns = [
+        AssistantMessage(tool_calls=[ToolCall.make("careful", {"text": "x"})]),
+        AssistantMessage(content="ok"),
+    ]
+    loop = AgentLoop(FakeBackend(turns), Toolbox([function_tool(careful)]))
+    ctx = RunContext(ask_timeout_s=30)
+    events = drive(loop, ctx, lambda e: ctx.approvals.answer(e.id, "once", "tester"))
+    [ask] = of(events, ApprovalRequested)
+    assert ask.summary == "careful(x)" and ask.call.function.name == "careful"
+    assert [e.outcome for e in of(events, ApprovalResolved)] == ["once"]
+    [result] = of(events, ToolResultEvent)
+    assert result.ok and result.content == "x: once"
+    assert (result.decision, result.decided_by) == ("once", "tester")

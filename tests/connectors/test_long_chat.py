@@ -16,7 +16,7 @@ from loopthread import LoopThread, wait_for
 
 from agent.session import Session
 from cli.config import load_settings
-from cli.wiring import build_backend, build_loop, build_toolbox
+from cli.wiring import build_backend, build_loop, settings_toolbox
 from connectors.access import AccessList
 from connectors.gateway import Gateway, GatewayOptions
 from connectors.state import GatewayState
@@ -52,7 +52,7 @@ def test_a_300_message_chat_keeps_answering_and_keeps_its_first_facts(
         }
     )
     backend = build_backend(settings)
-    loop = build_loop(settings, backend, build_toolbox(settings, None, lambda *_: None))
+    loop = build_loop(settings, backend, settings_toolbox(settings, None, lambda *_: None))
     assert loop.compactor is not None and loop.compactor.policy.budget_tokens == 1536
     state = GatewayState(tmp_path / "state.json")
     connector = TelegramConnector(TOKEN, state, fake.base_url, poll_timeout=1)

@@ -21,11 +21,11 @@ from agent.session import Session
 from agent.tools import Toolbox, ToolResult, function_tool
 from backends.fake import FakeBackend
 from cli.config import load_settings
-from cli.wiring import build_loop, build_toolbox
+from cli.wiring import build_loop, settings_toolbox
 from sandbox.flow import FlowSettings
 from sandbox.settings import SandboxSettings
 from skills.context import SkillContext
-from skills.toolbox import build_toolbox as build_skills
+from skills.toolbox import build_toolbox
 
 ATTACKER = "eve@evil.example"
 MAIL = (
@@ -52,7 +52,7 @@ def _toolbox(tmp_path: Path, reader: FakeBackend | None) -> Toolbox:
     gate_off = SandboxSettings(backend="off", dataflow=FlowSettings(enabled=False))
     context = SkillContext.create(ws, gate_off, environ={})
     context.backend = reader
-    box = build_skills(context, None, ["files", "reader"], check_sandbox=False)
+    box = build_toolbox(context, None, ["files", "reader"], check_sandbox=False)
     box.add(function_tool(read_mail, "read_mail"))
     return box
 
@@ -128,8 +128,8 @@ def test_the_config_key_turns_it_on_and_points_the_notes_at_the_reader(tmp_path:
         }
     )
     backend = FakeBackend()
-    loop = build_loop(settings, backend, build_toolbox(settings, None, None, backend))
+    loop = build_loop(settings, backend, settings_toolbox(settings, None, None, backend))
     assert loop.untrusted_by_reference and loop.reader_tool == "ask_about"
     plain = settings.model_copy(update={"skills": ["files"], "sandbox": SandboxSettings()})
-    loop = build_loop(plain, backend, build_toolbox(plain, None, None, backend))
+    loop = build_loop(plain, backend, settings_toolbox(plain, None, None, backend))
     assert not loop.untrusted_by_reference and loop.reader_tool is None

@@ -26,7 +26,7 @@ from agent.session import Session
 from backends.fake import FakeBackend
 from cli.config import Settings
 from cli.skills_cmd import Skills, approve
-from cli.wiring import build_loop, build_toolbox
+from cli.wiring import build_loop, settings_toolbox
 from sandbox.settings import SandboxSettings
 from skills.toolbox import LiveToolbox
 
@@ -75,7 +75,7 @@ def test_the_chat_loop_offers_a_new_skill_next_turn_and_drops_a_tampered_one(
         backend="fake", workspace=ws, data_dir=tmp_path / "data", sandbox=SandboxSettings()
     )
     notices: list[str] = []
-    toolbox = build_toolbox(settings, None, notices.append)
+    toolbox = settings_toolbox(settings, None, notices.append)
     backend = FakeBackend(when_done="ok")
     loop = build_loop(settings, backend, toolbox)
     session = Session.open(tmp_path / "chat.jsonl")

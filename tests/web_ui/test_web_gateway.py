@@ -19,7 +19,7 @@ import httpx
 
 from cli.config import load_settings
 from cli.web_cmd import page_app
-from cli.wiring import build_loop, build_toolbox
+from cli.wiring import build_loop, settings_toolbox
 from tests.connectors.harness import fake_backend
 from tests.web_ui.conftest import free_port, serve, stop
 from tests.web_ui.test_web_security import page_tokens
@@ -126,7 +126,7 @@ def test_the_page_shares_the_gateways_always_rules_both_ways(home: Path, workspa
     """The page as the gateway builds it, around a loop and the gateway's list of rules."""
     settings = load_settings({"workspace": workspace, "backend": "fake"})
     model = fake_backend()
-    loop = build_loop(settings, model, build_toolbox(settings, None, None, model))
+    loop = build_loop(settings, model, settings_toolbox(settings, None, None, model))
     shared: list[str] = []  # the gateway's `always` list
     port = free_port()
     server, thread = serve(page_app(settings, loop, "127.0.0.1", port, None, shared), port)

@@ -12,7 +12,8 @@ import ctypes
 
 import torch
 
-from backends.engine.native.build import cpu_flags, load
+from backends.cpu_features import cpu_flags
+from backends.engine.native.build import load
 
 LANES = 16  # output columns per block: one 512-bit register of float32 sums
 
@@ -28,7 +29,7 @@ class Bf16Matmul:
     @staticmethod
     def available() -> Bf16Matmul | None:
         """The kernel, or None where it cannot be built or this CPU lacks AVX512-BF16."""
-        flags = cpu_flags().split()
+        flags = cpu_flags()
         if not all(f in flags for f in ("avx512f", "avx512bw", "avx512_bf16")):
             return None
         library = load("bf16_matmul")

@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 
 from backends.cache_files import cache_root
+from backends.cpu_features import cpu_signature
 
 _log = logging.getLogger(__name__)
 FLAGS = (
@@ -94,7 +95,7 @@ def _library_path(name: str, sources: dict[str, bytes], compiler: str) -> Path:
     digest = hashlib.sha256()
     for file_name in sorted(sources):
         digest.update(file_name.encode() + b"\0" + sources[file_name])
-    for part in (compiler, _compiler_version(compiler), platform.machine(), cpu_flags(), FLAGS):
+    for part in (compiler, _compiler_version(compiler), platform.machine(), cpu_signature(), FLAGS):
         digest.update(repr(part).encode())
     return cache_root() / "native" / f"{name}-{digest.hexdigest()[:16]}.so"
 
@@ -107,28 +108,6 @@ def _compiler_version(compiler: str) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return done.stdout.splitlines()[0] if done.stdout else ""
-
-
-def cpu_flags() -> str:
-    """The CPU's feature flags (what ``-march=native`` compiles for), where Linux lists them."""
-    return _cpuinfo_line(("flags", "Features")) or platform.processor()
-
-
-def cpu_vendor() -> str:
-    """The CPU's vendor as Linux names it (``GenuineIntel``, ``AuthenticAMD``), or ""."""
-    line = _cpuinfo_line(("vendor_id",))
-    return line.split(":", 1)[1].strip() if ":" in line else ""
-
-
-def _cpuinfo_line(keys: tuple[str, ...]) -> str:
-    """The first line of /proc/cpuinfo that starts with one of ``keys``, or ""."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(keys):
-                return line
-    except OSError:
-        pass
-    return ""
 
 
 def _compile(sources: dict[str, bytes], compiler: str, library: Path) -> bool:

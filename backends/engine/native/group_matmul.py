@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 import torch
 
-from backends.engine.native.build import cpu_flags, load
+from backends.cpu_features import cpu_flags
+from backends.engine.native.build import load
 
 GROUP = 32
 
@@ -71,5 +72,5 @@ def call_kernel(
 
 
 def _has_avx2() -> bool:
-    flags = cpu_flags().split()
+    flags = cpu_flags()
     return "avx2" in flags and "fma" in flags

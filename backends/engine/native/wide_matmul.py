@@ -12,7 +12,8 @@ import ctypes
 
 import torch
 
-from backends.engine.native.build import cpu_flags, load
+from backends.cpu_features import cpu_flags
+from backends.engine.native.build import load
 from backends.engine.native.group_matmul import call_kernel
 
 GROUP = 32
@@ -33,7 +34,7 @@ class WideMatmul:
     @staticmethod
     def available() -> WideMatmul | None:
         """The kernels, or None where they cannot be built or this CPU lacks AVX-512 VNNI."""
-        flags = cpu_flags().split()
+        flags = cpu_flags()
         if not all(f in flags for f in ("avx512f", "avx512bw", "avx512_vnni")):
             return None
         library = load("wide_matmul")
