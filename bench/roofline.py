@@ -55,7 +55,9 @@ def batched_child(
     runner = ModelRunner(path, weights=weights)
     engine = LLMEngine(runner, max_num_seqs=rows, max_num_batched_tokens=2048)
     rng = random.Random(1)
-    params = SamplingParams(temperature=0.0, max_tokens=steps + 8, ignore_eos=True)
+    # Long enough that none finishes while the last prompts are still being read.
+    longest = steps + rows * prompt_len // 256 + 8
+    params = SamplingParams(temperature=0.0, max_tokens=longest, ignore_eos=True)
     for _ in range(rows):
         engine.add_request([rng.randrange(100, 32000) for _ in range(prompt_len)], params)
     started: set[int] = set()
