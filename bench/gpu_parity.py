@@ -63,7 +63,9 @@ def _engine(path: Path, device: str, dtype: str, prompts: list[list[int]], new: 
     from backends.engine.model_runner import ModelRunner
     from backends.engine.params import SamplingParams
 
-    runner = ModelRunner(path, device=device, dtype=getattr(torch, dtype), kv_cache_bytes=1 << 30)
+    runner = ModelRunner(
+        path, device=device, dtype=getattr(torch, dtype), kv_cache_bytes=1 << 30, weights=dtype
+    )
     seen: list[torch.Tensor] = []
     logits = runner.model.logits
 
