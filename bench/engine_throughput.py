@@ -20,6 +20,7 @@ transformers at the same precision and to llama-server.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import multiprocessing
 import os
@@ -275,6 +276,7 @@ def main() -> None:
         choices=["transformers", "llamacpp", "llama-server"],
     )
     parser.add_argument("--llama-server", default=None, help="a llama-server binary to use")
+    parser.add_argument("--json", type=Path, help="also write every row's figures here")
     args = parser.parse_args()
 
     import torch
@@ -341,6 +343,30 @@ def main() -> None:
             f" {usage:.1%}"
         )
     _print_matched(console, engine_rows, best_hf, rows)
+    if args.json:
+        _write_json(args.json, work, args.device, rows, kv_usage)
+
+
+def _write_json(
+    path: Path, work: Workload, device: str, rows: list[Row], kv_usage: dict[str, float]
+) -> None:
+    figures = {
+        "device": device,
+        "requests": len(work.prompts),
+        "prompt_tokens": sum(len(p) for p in work.prompts),
+        "output_tokens": work.output_tokens,
+        "rows": [
+            {
+                "system": row.system,
+                "seconds": None if math.isnan(row.seconds) else row.seconds,
+                "output_tok_s": None if math.isnan(row.seconds) else row.tokens_per_second,
+                "note": row.note,
+            }
+            for row in rows
+        ],
+        "kv_usage": kv_usage,
+    }
+    path.write_text(json.dumps(figures, indent=2))
 
 
 def _print_matched(

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# The engine's GPU checks in one command: the CUDA tests (pytest -m gpu) and a short throughput
-# run of the engine on CUDA, all under one 480-second budget.
+# The engine's GPU checks in one command, under one 480-second budget, every figure in one JSON
+# file ($OUT/gpu_check.json, else gpu_check.json in a temporary folder, printed at the end):
+#   1. pytest-gpu: every test marked gpu (pytest -m gpu), counts from its JUnit report;
+#   2. parity: the engine against transformers on the GPU (bench/gpu_parity.py: logits and
+#      greedy continuations, float32 and bfloat16);
+#   3. speculation: bench/speculation.py --quick, where that file is in the tree (else the step
+#      is recorded as not present);
+#   4. engine-throughput: 1,024 mixed requests on the engine (bench/engine_throughput.py,
+#      bfloat16, no peers).
 #
-#   bash bench/gpu_check.sh            # from anywhere; logs go to $OUT when it is set
+#   bash bench/gpu_check.sh            # from anywhere; logs and JSON go to $OUT when it is set
 #
-# Without a GPU it says so and exits 0. With one it uses the Python that already has a CUDA
-# build of torch ($PYTHON, else python3); if that torch cannot see the GPU it installs torch and
-# triton from the package registry. Other missing packages (pydantic, xgrammar, ...) come from
-# $WHEELHOUSE (pip --no-index --find-links) when that folder is given, else from the registry.
-# BENCH_ARGS overrides the benchmark's size (default: 32 requests, no llama.cpp).
+# Without a GPU it says so (and writes a JSON file saying so) and exits 0. With one it uses the
+# Python that already has a CUDA build of torch ($PYTHON, else python3); if that torch cannot see
+# the GPU it installs torch and triton from the package registry. Other missing packages
+# (pydantic, xgrammar, ...) come from $WHEELHOUSE (pip --no-index --find-links) when that folder
+# is given, else from the registry. BENCH_ARGS overrides the throughput run's arguments.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -19,9 +26,15 @@ LOG_DIR="${OUT:-}"
 if [[ -n "$LOG_DIR" ]]; then
     mkdir -p "$LOG_DIR"
     LOG="$LOG_DIR/gpu_check.log"
+    RESULTS="$LOG_DIR/gpu_check.d"
+    JSON="$LOG_DIR/gpu_check.json"
 else
     LOG=/dev/null
+    RESULTS=$(mktemp -d)
+    JSON="$RESULTS/gpu_check.json"
 fi
+mkdir -p "$RESULTS"
+: >"$RESULTS/steps.tsv"
 
 say() { echo "$*" | tee -a "$LOG"; }
 left() { echo $((BUDGET - (SECONDS - START))); }
@@ -43,7 +56,25 @@ step() {
     timeout --kill-after=10 "$remaining" "$@" 2>&1 | tee "$step_log" | tee -a "$LOG"
     local rc=${PIPESTATUS[0]}
     say "== $name: exit $rc after $((SECONDS - START))s in all"
+    printf '%s\t%s\t%s\n' "$name" "$rc" "$((remaining - $(left)))" >>"$RESULTS/steps.tsv"
     return "$rc"
+}
+
+# A step that does not run here: recorded with exit -1 and why.
+absent() {
+    say "== $1: $2"
+    printf '%s\t-1\t0\t%s\n' "$1" "$2" >>"$RESULTS/steps.tsv"
+}
+
+# Every step's figures into one file ($JSON); python3 alone is enough for the merger.
+merge_json() {
+    local merger=python3
+    command -v "$merger" >/dev/null 2>&1 || merger="$PY"
+    if "$merger" bench/gpu_check_json.py "$RESULTS" "$JSON"; then
+        say "figures: $JSON"
+    else
+        say "could not write $JSON"
+    fi
 }
 
 torch_sees_gpu() {
@@ -60,9 +91,10 @@ pip_install() {
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
     say "no GPU: nothing to check"
+    merge_json
     exit 0
 fi
-nvidia-smi -L | tee -a "$LOG"
+nvidia-smi -L | tee -a "$LOG" >"$RESULTS/gpu.txt"
 
 if ! torch_sees_gpu; then
     say "$PY has no CUDA build of torch: installing torch and triton"
@@ -104,24 +136,34 @@ fi
       'device', torch.cuda.get_device_name())" 2>&1 | tee -a "$LOG"
 
 status=0
-# A test file whose imports are missing here must not stop the GPU tests of the others.
-step "pytest-gpu" env PYTHONPATH=. "$PY" -m pytest -m gpu tests/engine -q -rs -p no:cacheprovider \
-    --continue-on-collection-errors || status=1
+# Every test marked gpu, from the files that mark any (collecting the whole suite would need
+# every extra's dependencies here); a file whose imports are missing must not stop the others.
+mapfile -t gpu_tests < <(grep -rlE --include='test_*.py' 'pytest\.mark\.gpu' tests | sort)
+step "pytest-gpu" env PYTHONPATH=. "$PY" -m pytest -m gpu "${gpu_tests[@]}" -q -rs \
+    -p no:cacheprovider --continue-on-collection-errors --junitxml="$RESULTS/pytest-gpu.xml" ||
+    status=1
 
-if [[ -f bench/engine_throughput.py ]]; then
-    if [[ -n "${BENCH_ARGS:-}" ]]; then
-        read -r -a bench_args <<<"$BENCH_ARGS"
-    else
-        bench_args=()
-        help=$(PYTHONPATH=. "$PY" bench/engine_throughput.py --help 2>/dev/null || true)
-        [[ $help == *--num-requests* ]] && bench_args+=(--num-requests 32)
-        [[ $help == *llamacpp* ]] && bench_args+=(--skip llamacpp)
-    fi
-    step "engine-throughput" env PYTHONPATH=. "$PY" bench/engine_throughput.py --device cuda \
-        "${bench_args[@]}" || status=1
+step "parity" env PYTHONPATH=. "$PY" bench/gpu_parity.py --device cuda \
+    --json "$RESULTS/parity.json" || status=1
+
+if [[ -f bench/speculation.py ]]; then
+    step "speculation" env PYTHONPATH=. "$PY" bench/speculation.py --quick \
+        --json "$RESULTS/speculation.json" || status=1
 else
-    say "bench/engine_throughput.py is not in this tree: throughput skipped"
+    absent "speculation" "bench/speculation.py not present"
 fi
 
+if [[ -n "${BENCH_ARGS:-}" ]]; then
+    read -r -a bench_args <<<"$BENCH_ARGS"
+else
+    # 1,024 requests at up to 256 at once (the largest CUDA graph), bfloat16, no peers.
+    bench_args=(--num-requests 1024 --weights bfloat16 --max-num-seqs 256)
+    bench_args+=(--max-num-batched-tokens 8192 --skip transformers --skip llamacpp)
+    bench_args+=(--skip llama-server)
+fi
+step "engine-throughput" env PYTHONPATH=. "$PY" bench/engine_throughput.py --device cuda \
+    "${bench_args[@]}" --json "$RESULTS/engine-throughput.json" || status=1
+
+merge_json
 say "gpu_check: $([[ $status == 0 ]] && echo passed || echo FAILED) in $((SECONDS - START))s"
 exit "$status"
