@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -76,7 +76,7 @@ def serve(
     loaded = load_engine(path, chosen, **settings)
     model_id = _model_id(loaded.path)
     server = Server(loaded, model_id, key)
-    runner = loaded.engine.runner
+    runner: Any = loaded.engine.runner  # the model runner, which knows its weights
     lora = "no adapter"
     if loaded.adapter is not None:
         lora = f"adapter {loaded.adapter.name} (--adapter none: off)"
