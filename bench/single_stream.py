@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-WEIGHTS = ("float32", "bfloat16", "int8", "int4")
+WEIGHTS = ("float32", "int4-decode", "bfloat16", "int8", "int4")
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -35,11 +35,16 @@ def serve(
             "--api-key", help=f"Require 'Authorization: Bearer KEY' (or set ${API_KEY_ENV})."
         ),
     ] = None,
+    adapter: Annotated[
+        str | None,
+        typer.Option("--adapter", help="A GGUF LoRA adapter (none: off; default: the config's)."),
+    ] = None,
 ) -> None:
     """Serve the bundled engine as an OpenAI-compatible API (/v1/chat/completions and more).
 
-    Engine settings (max_num_seqs, kv_cache_bytes, block_size, ...) come from the config
-    file's [backends.engine] table.
+    Engine settings (weights, max_num_seqs, kv_cache_bytes, block_size, ...) come from the
+    config file's [backends.engine] table; the adapter from --adapter or the config's adapter,
+    as for agent run (unset, the bundled model runs with its shipped adapter).
     """
     try:
         import uvicorn
@@ -56,19 +61,28 @@ def serve(
             f"[bold red]listening on {host} without --api-key: anyone who can reach this "
             "address can use the model[/bold red]"
         )
-    options = load_settings().backends.get("engine")
+    config = load_settings()
+    options = config.backends.get("engine")
     settings = options.model_dump(exclude_none=True) if options else {}
     settings.pop("model", None)
+    # The adapter as `agent run` takes it: the flag, else the config's (or CLAWLOOP_ADAPTER),
+    # else the engine table's; unset, load_engine gives the bundled model its shipped adapter.
+    in_table = settings.pop("adapter", None)
+    chosen = adapter or config.adapter or in_table
     # A server is one long-running process whose prefix cache stays warm in memory: the disk
     # cache would only add a copy of every new prompt's blocks to the step loop (unless asked).
     settings.setdefault("disk_cache", False)
     path = model or (options.model if options else None)
-    loaded = load_engine(path, **settings)
+    loaded = load_engine(path, chosen, **settings)
     model_id = _model_id(loaded.path)
     server = Server(loaded, model_id, key)
+    runner: Any = loaded.engine.runner  # the model runner, which knows its weights
+    lora = "no adapter"
+    if loaded.adapter is not None:
+        lora = f"adapter {loaded.adapter.name} (--adapter none: off)"
     err_console.print(
         f"serving {model_id} on http://{host}:{port}/v1 "
-        f"(context {loaded.engine.max_model_len} tokens"
+        f"(context {loaded.engine.max_model_len} tokens, weights {runner.weights}, {lora}"
         f"{', key required' if key else ''})"
     )
     try:

@@ -159,7 +159,8 @@ class EngineSettings(BaseModel):
     """The engine's knobs, as the ``[backends.engine]`` config table (and ``agent serve``) set them.
 
     Unset values keep the engine's defaults: float32 activations on CPU, with a 4-bit GGUF's own
-    groups as the weights where the CPU has AVX-512 VNNI and float32 weights elsewhere, and
+    groups as the weights where the CPU has AVX-512 VNNI, int4-decode for other GGUF files where
+    the C kernels run, float32 weights elsewhere, and
     bfloat16 on CUDA, a KV cache sized from free memory (float16 beside 4-bit weights on CPU),
     16-token blocks, prefix caching on, and on CPU a 1 GiB prefix cache on disk.
     """
@@ -168,8 +169,9 @@ class EngineSettings(BaseModel):
 
     device: str | None = None
     dtype: str | None = None  # float32, bfloat16 or float16 (checked where torch is loaded)
-    # Projection weights: float32, bfloat16, int8 or int4 (unset: see loader.file_weights).
-    weights: Literal["float32", "bfloat16", "int8", "int4"] | None = None
+    # Projection weights: float32, int4-decode (float32 prompts, decode on the file's 4-bit
+    # groups), bfloat16, int8 or int4 (unset: see loader.file_weights).
+    weights: Literal["float32", "int4-decode", "bfloat16", "int8", "int4"] | None = None
     # The KV cache: float32 or float16 (unset: float16 beside 4-bit and 8-bit weights on a CPU
     # whose attention kernel reads it, else the activations' dtype; model_runner.default_kv_dtype).
     kv_dtype: Literal["float32", "float16"] | None = None

@@ -49,21 +49,27 @@ def default_weights(device: str, dtype: torch.dtype | None) -> str:
     return CPU_DEFAULT_WEIGHTS if device == "cpu" else "bfloat16"
 
 
-def file_weights(tensors: dict[str, Weight], storage: str) -> str:
+def file_weights(tensors: dict[str, Weight], storage: str, gguf: bool = True) -> str:
     """The default storage, once the file is read: ``int4`` where every projection is 4-bit
-    groups in the file and the wide group kernel runs (AVX-512 VNNI), else ``storage``.
+    groups in the file and the wide group kernel runs (AVX-512 VNNI); else ``int4-decode`` for
+    a GGUF file where the C group kernel runs; else ``storage``.
 
-    There the groups are the weights themselves (float32 would be them dequantized), every step
-    runs faster on them than on float32 GEMM (``bench/wide_kernels.py``), and the model takes
-    about a quarter of the memory; the parity tests hold int4 to the same reference.
+    With the wide kernel the groups are the weights themselves (float32 would be them
+    dequantized), every step runs faster on them than on float32 GEMM
+    (``bench/wide_kernels.py``), and the model takes about a quarter of the memory; the parity
+    tests hold int4 to the same reference. Without it, int4-decode keeps float32 GEMM for
+    prompts and decodes on the file's groups, where the C kernel beats float32 GEMM.
     """
-    from backends.engine.quant import GroupQuantized
+    from backends.engine.quant import INT4_DECODE, GroupQuantized, group_kernel
     from backends.engine.wide_groups import wide_kernel
 
-    projections = [v for k, v in tensors.items() if k.endswith("_proj.weight")]
-    if storage != "float32" or not projections or wide_kernel() is None:
+    if storage != "float32":
         return storage
-    return "int4" if all(isinstance(v, GroupQuantized) for v in projections) else storage
+    projections = [v for k, v in tensors.items() if k.endswith("_proj.weight")]
+    groups = bool(projections) and all(isinstance(v, GroupQuantized) for v in projections)
+    if groups and wide_kernel() is not None:
+        return "int4"
+    return INT4_DECODE if gguf and group_kernel() is not None else storage
 
 
 def load_model(
@@ -111,7 +117,7 @@ def load_model(
     if not chosen:
         # float32 and int4 read the same tensors (the file's groups, floats for the rest), so
         # the choice can wait for them and the weight cache serves both.
-        storage = file_weights(dict(source.tensors), storage)
+        storage = file_weights(dict(source.tensors), storage, gguf=path.is_file())
     with torch.device(device):
         model = CausalLM(source.config, dict(source.tensors), storage)
     model.eval()
@@ -132,7 +138,7 @@ def _read_source(
     """Config, tokenizer and the named tensors the model is built from, read from the file."""
     import torch
 
-    from backends.engine.quant import QUANTIZED
+    from backends.engine.quant import INT4_DECODE, QUANTIZED, float_weights
     from backends.engine.weight_cache import CachedModel
 
     if path.is_dir():
@@ -161,15 +167,17 @@ def _read_source(
 
         lora = read_adapter(adapter) if adapter is not None else None
 
-        # float32 on CPU keeps 4-bit blocks too: decode steps run on them (quant.DualLinear).
-        keep_4bit = storage == "int4" or (storage == "float32" and device == "cpu")
+        # int4-decode's decode steps run on the 4-bit blocks (quant.DualLinear); float32 on CPU
+        # reads them as they are too (its float copy is their dequantized values), so the
+        # default can still pick int4-decode or int4 and the weight cache serves all three.
+        keep_4bit = storage in ("int4", INT4_DECODE) or (storage == "float32" and device == "cpu")
 
         def read(report: Callable[[int], None]) -> Iterator[tuple[str, Weight]]:
             return iter_gguf_weights(reader, config, report, lora, keep_4bit=keep_4bit)
 
     tensors: dict[str, Weight] = {}
     # Quantized projections are rounded from float32 values, so they load as float32 first.
-    projection = torch.float32 if storage in QUANTIZED else getattr(torch, storage)
+    projection = torch.float32 if storage in QUANTIZED else getattr(torch, float_weights(storage))
     with _progress(f"loading {path.name}", total, show_progress) as report:
         for name, value in read(report):
             if not isinstance(value, torch.Tensor):

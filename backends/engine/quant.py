@@ -28,8 +28,19 @@ if TYPE_CHECKING:
     from backends.engine.native.group_matmul import GroupMatmul
 
 # float16 is there for the ``dtype = "float16"`` of GPU set-ups, which sets weights too.
-WEIGHT_CHOICES = ("float32", "bfloat16", "int8", "int4", "float16")
+WEIGHT_CHOICES = ("float32", "int4-decode", "bfloat16", "int8", "int4", "float16")
 QUANTIZED = ("int8", "int4")
+# float32 weights for prompt chunks and wide steps, the file's own 4-bit (and 8-bit head) groups
+# with int16 activations for decode steps (:class:`DualLinear`): faster decode, not float32's
+# numerics (a greedy continuation drifts from float32's once a near tie flips).
+INT4_DECODE = "int4-decode"
+
+
+def float_weights(weights: str) -> str:
+    """The float dtype's name of a choice's float copy (int4-decode keeps float32 for prompts)."""
+    return "float32" if weights == INT4_DECODE else weights
+
+
 GROUP = 32
 BF16_ROWS = 64  # bfloat16 matmuls on the CPU run this many rows at a time (FloatLinear)
 
@@ -104,7 +115,7 @@ def check_weights(name: str, device: str) -> str:
     """A valid weight choice for ``device``, or a UserError that says what to write."""
     if name not in WEIGHT_CHOICES:
         raise UserError(f"engine weights {name!r}: choose one of {', '.join(WEIGHT_CHOICES)}")
-    if name in QUANTIZED and device != "cpu":
+    if (name in QUANTIZED or name == INT4_DECODE) and device != "cpu":
         raise UserError(
             f'engine weights {name!r} run on the CPU only: set weights = "bfloat16" for {device}'
         )
@@ -193,7 +204,7 @@ class Int4Linear(nn.Module):
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
         self.down = None if weight.down is None else nn.Parameter(weight.down, requires_grad=False)
         self.up = None if weight.up is None else nn.Parameter(weight.up, requires_grad=False)
-        self.kernel = _group_kernel() if native else None
+        self.kernel = group_kernel() if native else None
         self.columns: WideGroups | None = None
         if self.kernel is not None:
             self.packed = nn.Parameter(self.kernel.pack(weight.q), requires_grad=False)
@@ -245,13 +256,17 @@ class Int4Linear(nn.Module):
 
 
 class DualLinear(nn.Module):
-    """A float projection that runs narrow steps on 4-bit (or 8-bit) copies of the same weights.
+    """A float projection that runs narrow steps on 4-bit (or 8-bit) copies of the same weights
+    (the ``int4-decode`` choice).
 
     A GGUF Q4_0/Q4_1 (Q8_0) file's float32 weights are its groups dequantized, so the C kernel
-    over those groups computes the same product (to about 4e-5 of the output's scale: it rounds
-    activations to int16) while reading an eighth of the bytes. Decode steps, a few rows each,
-    are bound by reading the weights and take the 4-bit path; prompt chunks and wide batches,
-    bound by arithmetic, take float32 GEMM, so prompts keep float32's exactness. (Where the CPU
+    over those groups computes nearly the same product (to about 4e-5 of the output's scale: it
+    rounds activations to int16) while reading an eighth of the bytes. Decode steps, a few rows
+    each, are bound by reading the weights and take the 4-bit path; prompt chunks and wide
+    batches, bound by arithmetic, take float32 GEMM, so prompt logits keep float32's exactness.
+    Decoded tokens do not: the rounding moves logits by about 1e-2, which flips near ties, so a
+    greedy continuation drifts from float32's (``weights = "float32"`` never takes this path).
+    (Where the CPU
     has AVX-512 VNNI the engine defaults to int4 over the same groups instead, which runs every
     width on them: :func:`backends.engine.loader.file_weights`.) Costs the 4-bit copy in memory
     (about 15% more).
@@ -349,7 +364,7 @@ WIDE_DUAL_MAX_ROWS = 64
 _NATIVE: list[GroupMatmul | None] = []
 
 
-def _group_kernel() -> GroupMatmul | None:
+def group_kernel() -> GroupMatmul | None:
     """The C group matmuls (4-bit and 8-bit), built once per process (None where they cannot
     run)."""
     if not _NATIVE:
@@ -363,14 +378,15 @@ def make_linear(parts: list[Weight], biases: list[torch.Tensor] | None, weights:
     """One projection over the row-wise concatenation of ``parts``, stored as ``weights`` says.
 
     int4 keeps 4-bit file blocks as they are and requantizes anything else in groups of 32 (a
-    width that is not a multiple of 32 falls back to int8). float32 over 4-bit file blocks, where
-    the C kernel runs, keeps them too for narrow steps (:class:`DualLinear`).
+    width that is not a multiple of 32 falls back to int8). int4-decode over 4-bit file blocks,
+    where the C kernel runs, keeps them beside their float32 copy for narrow steps
+    (:class:`DualLinear`); float32 is float32 GEMM at every width.
     """
     bias = torch.cat([b.float() for b in biases]) if biases else None
     blocks = all(isinstance(p, GroupQuantized) for p in parts)
     if weights == "int4" and blocks:
         return Int4Linear(GroupQuantized.cat(parts), bias)  # type: ignore[arg-type]
-    if weights == "float32" and blocks and _group_kernel() is not None:
+    if weights == INT4_DECODE and blocks and group_kernel() is not None:
         narrow = Int4Linear(GroupQuantized.cat(parts), bias)  # type: ignore[arg-type]
         return DualLinear(None, narrow, DUAL_MAX_ROWS)
     dense = torch.cat([p.dequantize() if isinstance(p, GroupQuantized) else p for p in parts])
@@ -382,7 +398,7 @@ def make_linear(parts: list[Weight], biases: list[torch.Tensor] | None, weights:
         kernel_linear = Bf16Linear.of(dense.to(torch.bfloat16), bias)
         if kernel_linear is not None:
             return kernel_linear
-    dtype = getattr(torch, weights)
+    dtype = getattr(torch, float_weights(weights))
     return FloatLinear(dense.to(dtype), None if bias is None else bias.to(dtype))
 
 
@@ -418,12 +434,13 @@ def head_and_embedding(
     The head is int8 under both quantized choices: it is the layer whose error reaches the
     logits undamped, and int8 is also the faster kernel at its shape (49152x576). Where the C
     kernel runs and the head is a GGUF Q8_0 tensor (the bundled file's), it keeps the file's own
-    8-bit groups, which lose nothing (float32: for its narrow steps; int8/int4: for every step).
+    8-bit groups, which lose nothing (int4-decode: for its narrow steps; int8/int4: for every
+    step). float32's head is float32 GEMM.
     """
-    head_weights = "int8" if weights in QUANTIZED else weights
+    head_weights = "int8" if weights in QUANTIZED else float_weights(weights)
     embed_dense = embed.dequantize() if isinstance(embed, GroupQuantized) else embed
     head_dense = embed_dense if head is None else head
-    kernel = _group_kernel() if weights in ("float32", *QUANTIZED) else None
+    kernel = group_kernel() if weights in (INT4_DECODE, *QUANTIZED) else None
     exact = None
     if kernel is not None and isinstance(head_dense, torch.Tensor):
         exact = Int8GroupLinear.exactly(head_dense, kernel)
@@ -442,4 +459,4 @@ def head_and_embedding(
             return lm_head, Embedding(lm_head.weight, dtype)
     if weights in QUANTIZED:
         return lm_head, Embedding(Int8Linear.quantize(embed_dense), dtype)
-    return lm_head, Embedding(embed_dense.to(getattr(torch, weights)), dtype)
+    return lm_head, Embedding(embed_dense.to(getattr(torch, float_weights(weights))), dtype)

@@ -1,10 +1,10 @@
 """The fused C step (every layer in one call) against the engine's PyTorch layers.
 
-On the bundled model, with and without the shipped LoRA adapter, float32 (decode on the 4-bit
-copy), int4 and bfloat16 (on its AVX512-BF16 kernel, where this CPU has one): the same logits
-to float rounding and the same greedy tokens, for single decodes, several sequences at once,
-and short runs of forced tokens; and on the wide layout (and bfloat16's kernel), prompt chunks
-too, their attention in tiles.
+On the bundled model, with and without the shipped LoRA adapter, int4-decode (decode on the
+4-bit copy of float32 weights), int4 and bfloat16 (on its AVX512-BF16 kernel, where this CPU
+has one): the same logits to float rounding and the same greedy tokens, for single decodes,
+several sequences at once, and short runs of forced tokens; and on the wide layout (and
+bfloat16's kernel), prompt chunks too, their attention in tiles. float32 has no fused step.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def run_plan(runner: ModelRunner, fused: bool) -> tuple[list[list[int]], list[An
 
 @pytest.mark.parametrize(
     ("weights", "adapter"),
-    [("float32", True), ("float32", False), ("int4", True), ("bfloat16", True)],
+    [("int4-decode", True), ("int4-decode", False), ("int4", True), ("bfloat16", True)],
 )
 def test_fused_step_matches_the_pytorch_layers(weights: str, adapter: bool) -> None:
     runner = make_runner(weights, adapter)
@@ -111,7 +111,7 @@ def test_fused_step_matches_the_pytorch_layers(weights: str, adapter: bool) -> N
     runner.close()
 
 
-@pytest.mark.parametrize("weights", ["float32", "int4", "bfloat16"])
+@pytest.mark.parametrize("weights", ["int4-decode", "int4", "bfloat16"])
 def test_a_prompt_chunk_takes_the_fused_step_only_on_the_wide_layout(weights: str) -> None:
     runner = make_runner(weights, adapter=False)
     assert runner._fused is not None
@@ -166,13 +166,13 @@ def test_a_long_prompt_in_tiles_matches_the_pytorch_layers() -> None:
     runner.close()
 
 
-def test_float32_fuses_whole_decode_batches_only_on_the_wide_layout() -> None:
-    """float32 over 4-bit groups: decode steps of up to 64 rows run fused where the groups have
+def test_int4_decode_fuses_whole_decode_batches_only_on_the_wide_layout() -> None:
+    """int4-decode over 4-bit groups: decode steps of up to 64 rows run fused where the groups have
     the wide layout (its PyTorch layers keep DualLinear's 16 rows, so prompts keep float32 GEMM),
     16 elsewhere."""
     from backends.engine.quant import DUAL_MAX_ROWS, WIDE_DUAL_MAX_ROWS
 
-    runner = make_runner("float32", adapter=False)
+    runner = make_runner("int4-decode", adapter=False)
     assert runner._fused is not None
     duals = [m for m in runner.model.layers.modules() if isinstance(m, DualLinear)]
     wide = all(isinstance(d.narrow, Int4Linear) and d.narrow.columns is not None for d in duals)
@@ -185,4 +185,15 @@ def test_float32_fuses_whole_decode_batches_only_on_the_wide_layout() -> None:
     assert isinstance(head, DualLinear) and isinstance(head.narrow, Int8GroupLinear)
     head_wide = head.narrow.columns is not None
     assert head.max_rows == (WIDE_DUAL_MAX_ROWS if head_wide else DUAL_MAX_ROWS)
+    runner.close()
+
+
+def test_float32_runs_float32_gemm_at_every_width() -> None:
+    """float32 is float32 numerics: no 4-bit copy, no 8-bit head, no fused step over groups."""
+    runner = ModelRunner(
+        default_model_path(), kv_cache_bytes=32 << 20, block_size=BLOCK, weights="float32"
+    )
+    assert runner.weights == "float32" and runner._fused is None
+    assert not any(isinstance(m, DualLinear | Int4Linear) for m in runner.model.modules())
+    assert not isinstance(runner.model.lm_head, Int8GroupLinear | DualLinear)
     runner.close()

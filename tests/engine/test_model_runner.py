@@ -162,9 +162,9 @@ def test_answers_the_capital_question(runner: ModelRunner) -> None:
 
 @contextlib.contextmanager
 def float_path_only(runner: ModelRunner) -> Iterator[None]:
-    """Every step on the float32 weights: a step of up to 16 rows otherwise runs on the 4-bit
-    copy (quant.DualLinear, or the fused C step over it), close to but not bit-equal with the
-    float path."""
+    """Every step on the float32 weights: under int4-decode a step of up to 16 rows otherwise
+    runs on the 4-bit copy (quant.DualLinear, or the fused C step over it), close to but not
+    bit-equal with the float path."""
     duals = [m for m in runner.model.modules() if isinstance(m, DualLinear)]
     limits = [d.max_rows for d in duals]
     fused, runner._fused = runner._fused, None
@@ -226,7 +226,10 @@ def test_cached_prefix_gives_the_same_logits(runner: ModelRunner) -> None:
     torch.testing.assert_close(seen[1], seen[0], atol=1e-4, rtol=1e-4)
 
 
-def test_narrow_steps_on_the_4bit_copy_match_the_float_path(runner: ModelRunner) -> None:
+def test_narrow_steps_on_the_4bit_copy_match_the_float_path() -> None:
+    runner = ModelRunner(
+        default_model_path(), kv_cache_bytes=64 << 20, block_size=BLOCK, weights="int4-decode"
+    )
     if not any(isinstance(m, DualLinear) for m in runner.model.modules()):
         pytest.skip("the C kernels are not built here: every step is on the float path")
     long = prompt(runner, "Summarise the plot of Hamlet, act by act. " * 5)
@@ -244,6 +247,7 @@ def test_narrow_steps_on_the_4bit_copy_match_the_float_path(runner: ModelRunner)
     # about +-40. A wrong weight or layout would move them by whole units.
     torch.testing.assert_close(logits[0], logits[1], atol=2e-2, rtol=0)
     assert int(logits[0].argmax()) == int(logits[1].argmax())
+    runner.close()
 
 
 class OnlyToken:

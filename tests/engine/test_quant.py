@@ -87,9 +87,9 @@ def test_weight_choice_errors_name_the_fix() -> None:
 
 @pytest.mark.parametrize("weights", ["int8", "int4"])
 def test_a_q8_0_head_keeps_its_groups_under_the_quantized_choices(weights: str) -> None:
-    from backends.engine.quant import Int8GroupLinear, _group_kernel, head_and_embedding
+    from backends.engine.quant import Int8GroupLinear, group_kernel, head_and_embedding
 
-    if _group_kernel() is None:
+    if group_kernel() is None:
         pytest.skip("the C kernels are not built here")
     generator = torch.Generator().manual_seed(0)
     q = torch.randint(-127, 128, (64, 4, 32), generator=generator)

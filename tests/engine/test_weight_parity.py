@@ -43,7 +43,9 @@ pytestmark = pytest.mark.slow
 # file's own weights: its difference is the bfloat16 rounding of activations alone); on the C
 # kernels (int16 activations, the head's own Q8_0 groups) int8 1.35 and int4 9.5e-3 (1.1e-2 on
 # the wide kernel, which runs every step where the CPU has AVX-512 VNNI).
-LOGIT_ATOL = {"float32": 2e-3, "bfloat16": 0.5, "int8": 3.0, "int4": 1.5}
+# int4-decode: float32's prompt path, whose last-position logits these are (1.2e-3 seen: the 4
+# rows take its 8-bit head).
+LOGIT_ATOL = {"float32": 2e-3, "int4-decode": 2e-3, "bfloat16": 0.5, "int8": 3.0, "int4": 1.5}
 MIN_IDENTICAL = 0.9
 NEW_TOKENS = 32
 PROMPTS = [

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from backends.engine import loader, wide_groups
+from backends.engine import loader, quant, wide_groups
 from backends.engine.native.group_matmul import GroupMatmul
 from backends.engine.native.wide_matmul import WideMatmul
 from backends.engine.quant import GroupQuantized, Int4Linear
@@ -102,10 +102,15 @@ def test_the_default_weights_are_the_files_groups_where_the_wide_kernel_runs(
     groups = {"layers.0.q_proj.weight": _q4(32, 64, 5), "layers.0.o_proj.weight": _q4(32, 64, 6)}
     mixed = {**groups, "layers.0.down_proj.weight": torch.randn(32, 64)}
     monkeypatch.setattr(wide_groups, "_KERNEL", [object()])  # the kernel reported present
+    monkeypatch.setattr(quant, "_NATIVE", [object()])  # and the group kernel
     assert loader.file_weights(groups, "float32") == "int4"
-    assert loader.file_weights(mixed, "float32") == "float32"  # a float projection: no requant
+    # a float projection: no requant; float32 prompts, decode on the groups there are
+    assert loader.file_weights(mixed, "float32") == "int4-decode"
     assert loader.file_weights(groups, "bfloat16") == "bfloat16"  # a choice made stays made
     monkeypatch.setattr(wide_groups, "_KERNEL", [None])  # a CPU without AVX-512 VNNI
+    assert loader.file_weights(groups, "float32") == "int4-decode"
+    assert loader.file_weights(groups, "float32", gguf=False) == "float32"
+    monkeypatch.setattr(quant, "_NATIVE", [None])  # no C kernels at all
     assert loader.file_weights(groups, "float32") == "float32"
 
 

@@ -36,8 +36,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(home: Path, api_key: str | None = None) -> Served:
-    """Start ``agent serve`` with a small KV cache and wait until /health answers."""
+def start_server(
+    home: Path, api_key: str | None = None, settings: str = "", engine: str = ""
+) -> Served:
+    """Start ``agent serve`` with a small KV cache and wait until /health answers.
+
+    ``settings``: top-level config lines; ``engine``: more for its [backends.engine] table."""
     pytest.importorskip("starlette")
     from agent.errors import UserError
     from backends.default_model import default_model_path
@@ -48,7 +52,9 @@ def start_server(home: Path, api_key: str | None = None) -> Served:
         pytest.skip(exc.message)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "config.toml"
-    config.write_text(f"[backends.engine]\nkv_cache_bytes = {KV_CACHE_BYTES}\ndevice = 'cpu'\n")
+    config.write_text(
+        f"{settings}[backends.engine]\nkv_cache_bytes = {KV_CACHE_BYTES}\ndevice = 'cpu'\n{engine}"
+    )
     port = free_port()
     env = {**os.environ, "CLAWLOOP_CONFIG": str(config), "CLAWLOOP_DATA_DIR": str(home / "d")}
     command = [sys.executable, "-m", "cli.main", "serve", "--port", str(port)]
