@@ -40,7 +40,7 @@ def start_server(home: Path, api_key: str | None = None) -> Served:
     """Start ``agent serve`` with a small KV cache and wait until /health answers."""
     pytest.importorskip("starlette")
     from agent.errors import UserError
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     try:
         model = default_model_path()

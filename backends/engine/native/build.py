@@ -24,7 +24,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from backends.cache_files import cache_root
+from backends.local.cache_files import cache_root
 
 _log = logging.getLogger(__name__)
 FLAGS = (
