@@ -19,7 +19,7 @@ from typing import Protocol
 from agent.backend import BackendEvent, Completion, TextDelta
 from agent.errors import BackendError
 from agent.messages import ChatRequest, ToolSpec, Usage
-from backends.chat_template import ChatTemplate
+from backends.local.chat_template import ChatTemplate
 
 
 @dataclass(slots=True)

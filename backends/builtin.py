@@ -39,7 +39,7 @@ def make_llamacpp(
     ``tool_first`` (start each turn with a tool call) defaults to on for the bundled 135M model,
     which otherwise answers from thin air instead of looking, and off for any other model.
     """
-    from backends.llamacpp import make_llamacpp_backend
+    from backends.llamacpp.backend import make_llamacpp_backend
 
     return make_llamacpp_backend(
         model=model or None,

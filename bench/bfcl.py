@@ -2,7 +2,7 @@
 BFCL's AST checker, through clawloop's own chat template, tool rendering, grammar and parser.
 
 Each case becomes one clawloop ``ChatRequest`` served by the llamacpp backend
-(``backends/llamacpp.py``) on the bundled SmolLM2-135M-Instruct GGUF, exactly as a run of
+(``backends/llamacpp/backend.py``) on the bundled SmolLM2-135M-Instruct GGUF, exactly as a run of
 ``agent`` would send it. The BFCL functions are converted to JSON Schema as BFCL converts them
 for OpenAI models (``bench/bfcl_schema.py``) and offered as the request's tools; the reply is
 parsed by clawloop's parser and scored by a port of BFCL's checker (``bench/bfcl_checker.py``).
@@ -150,8 +150,8 @@ class FreeDecoder:
 
 def make_backends(configs: list[str], threads: int | None) -> dict[str, LocalBackend]:
     """One backend per configuration; the two of one model share its loaded weights."""
-    from backends.default_model import SHIPPED_ADAPTER
-    from backends.llamacpp import make_llamacpp_backend
+    from backends.gguf.default_model import SHIPPED_ADAPTER
+    from backends.llamacpp.backend import make_llamacpp_backend
 
     backends: dict[str, LocalBackend] = {}
     for name in configs:

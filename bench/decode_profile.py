@@ -117,7 +117,7 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=1000)
     parser.add_argument("--new-tokens", type=int, default=256)
     args = parser.parse_args()
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     path = Path(args.model).expanduser() if args.model else default_model_path()
     print(f"load average {os.getloadavg()}")

@@ -172,7 +172,7 @@ def run_llama_cpp(path: Path, work: Workload) -> Row:
 
 
 def _llama_cpp_child(path: Path, work: Workload, results: Any) -> None:
-    from backends.llamacpp import default_extra_buffers, load_llama
+    from backends.llamacpp.backend import default_extra_buffers, load_llama
 
     # The same loader the llamacpp backend uses (AMX buffers off where the CPU faults on them).
     llama = load_llama(path, n_ctx=1024, threads=2, extra_buffers=default_extra_buffers()).llm
@@ -206,7 +206,7 @@ def run_llama_server(path: Path, work: Workload, binary: str | None) -> Row:
     command = [str(Path(binary) if binary else build()), "-m", str(path), "--port", str(port)]
     command += ["--parallel", str(parallel), "-c", str(per_slot * parallel), "-t", "2"]
     command += ["--no-webui"]
-    from backends.llamacpp import default_extra_buffers
+    from backends.llamacpp.backend import default_extra_buffers
 
     if not default_extra_buffers():
         # As for llama-cpp-python: on a CPU that advertises AMX, llama.cpp's AMX buffers (weight
@@ -283,8 +283,8 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from backends.default_model import default_model_path
     from backends.engine.config import read_config
+    from backends.gguf.default_model import default_model_path
 
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = Path(args.model).expanduser() if args.model else default_model_path()

@@ -101,8 +101,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    from backends.default_model import default_model_path
     from backends.engine.tokenizer import load_tokenizer
+    from backends.gguf.default_model import default_model_path
 
     path = default_model_path()
     prompts = [_chat(load_tokenizer(path), text) for text in PROMPTS]

@@ -38,8 +38,8 @@ class Bandwidth:
 
 
 def _library() -> ctypes.CDLL:
-    from backends.cache_files import cache_root
     from backends.engine.native.build import FLAGS, cpu_flags
+    from backends.local.cache_files import cache_root
 
     compiler = shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")
     if compiler is None:

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from backends.default_model import default_model_path
+from backends.gguf.default_model import default_model_path
 from skills.memory.recall import prompt_block
 from skills.memory.store import MemoryStore
 

@@ -106,10 +106,10 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from backends.chat_template import ChatTemplate
-    from backends.default_model import default_model_path
     from backends.engine.llm_engine import LLMEngine
     from backends.engine.model_runner import ModelRunner
+    from backends.gguf.default_model import default_model_path
+    from backends.local.chat_template import ChatTemplate
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = Path(args.model).expanduser() if args.model else default_model_path()

@@ -114,8 +114,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args()
 
-    from backends.default_model import default_model_path
     from backends.engine.config import read_config
+    from backends.gguf.default_model import default_model_path
 
     path = Path(args.model).expanduser() if args.model else default_model_path()
     threads, report = args.threads, {"load_start": os.getloadavg(), "threads": args.threads}

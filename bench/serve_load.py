@@ -437,7 +437,7 @@ def main() -> None:
     parser.add_argument("--soak", type=int, default=0, help="run the soak with this many requests")
     args = parser.parse_args()
 
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     model = default_model_path()
     print(f"model {model.name}; {os.cpu_count()} cores; load average at start {load_average()}")

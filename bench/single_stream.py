@@ -74,7 +74,7 @@ def engine_child(path: Path, weights: str, threads: int, prompt: list[int], new:
 
 
 def llama_cpp_child(path: Path, threads: int, prompt: list[int], new: int) -> Row:
-    from backends.llamacpp import default_extra_buffers, load_llama
+    from backends.llamacpp.backend import default_extra_buffers, load_llama
 
     llama = load_llama(path, n_ctx=2048, threads=threads, extra_buffers=default_extra_buffers()).llm
     rss = _rss_mib()
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--skip", action="append", default=[], choices=["transformers", "llamacpp"])
     args = parser.parse_args()
 
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     path = Path(args.model).expanduser() if args.model else default_model_path()
     prompt = make_prompt(args.prompt_tokens)

@@ -35,7 +35,6 @@ def plan(
     ] = None,
 ) -> None:
     """Print KV bytes per token and how many tokens, blocks and sequences fit in --memory."""
-    from backends.default_model import default_model_path
     from backends.engine.config import read_config
     from backends.engine.plan import (
         DTYPE_BYTES,
@@ -45,6 +44,7 @@ def plan(
         plan_memory,
         weight_parameters,
     )
+    from backends.gguf.default_model import default_model_path
 
     path = Path(model).expanduser() if model else default_model_path()
     config = read_config(path)

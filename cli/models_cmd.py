@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.table import Table
 
 from agent.errors import UserError
-from backends.default_model import default_model_path
+from backends.gguf.default_model import default_model_path
 from cli.config import load_settings
 from cli.console import SafeConsole
 from cli.wiring import backend_factories
@@ -17,7 +17,7 @@ console = SafeConsole(highlight=False)
 
 def models() -> None:
     """Show the configured backend and model, the default model file, its size and architecture."""
-    from backends.model_info import describe_model
+    from backends.gguf.model_info import describe_model
 
     settings = load_settings()
     table = Table(show_header=False, box=None)

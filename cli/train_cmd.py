@@ -121,7 +121,7 @@ def train(
     checkpoint is written after every epoch; run the same command again to resume a run that
     was stopped.
     """
-    from backends.default_model import check_gguf, default_model_path
+    from backends.gguf.default_model import check_gguf, default_model_path
     from backends.training.examples import read_examples
     from backends.training.trainer import TrainSettings
     from backends.training.trainer import train as run_training
@@ -155,7 +155,7 @@ def train(
     if start_from is not None and str(start_from) == "none":
         start_from = None
     if start_from is not None:
-        from backends.lora_gguf import check_adapter
+        from backends.gguf.lora import check_adapter
         from backends.training.trainer import file_sha256
 
         start_from = check_adapter(start_from)
@@ -215,8 +215,8 @@ def _traces(
 def _current_adapter(base: Path) -> Path | None:
     """The adapter the model runs with now: the configured one, else the shipped one for the
     bundled model; ``none`` in the config means none."""
-    from backends.default_model import default_adapter
-    from backends.lora_gguf import adapter_path
+    from backends.gguf.default_model import default_adapter
+    from backends.gguf.lora import adapter_path
     from cli.config import load_settings
 
     return adapter_path(load_settings().adapter, default_adapter(base))

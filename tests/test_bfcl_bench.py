@@ -11,8 +11,8 @@ import pytest
 
 from agent.messages import ChatRequest, ToolSpec
 from backends.base import DecodeResult, LocalBackend
-from backends.chat_template import ChatTemplate
-from backends.tool_grammar import tool_call_schema
+from backends.local.chat_template import ChatTemplate
+from backends.local.tool_grammar import tool_call_schema
 from bench.bfcl import Case, RequestShape, load_cases, run_case, sample
 from bench.bfcl_checker import check_ast, check_irrelevance
 from bench.bfcl_schema import to_tool_specs

@@ -68,6 +68,11 @@ def test_the_shipped_adapter_ships_inside_the_wheel(wheel: Path) -> None:
     assert info.file_size <= 20 * 1024 * 1024
 
 
+def test_the_built_in_chat_template_ships_inside_the_wheel(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        assert "backends/local/templates/chatml_tools.jinja" in zf.namelist()
+
+
 def test_help_does_not_import_torch() -> None:
     code = (
         "import sys\n"

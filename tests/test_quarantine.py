@@ -15,8 +15,8 @@ from agent.errors import BackendError, ToolError
 from agent.messages import AssistantMessage, ChatRequest, ToolSpec
 from agent.quarantine import Question, ask, render
 from backends.base import DecodeResult, LocalBackend
-from backends.chat_template import ChatTemplate
 from backends.fake import FakeBackend
+from backends.local.chat_template import ChatTemplate
 
 
 def test_each_kind_has_a_closed_schema_around_one_answer() -> None:

@@ -16,12 +16,12 @@ from agent.errors import ConfigError, UserError
 from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.engine.llm_engine import GenerationDelta, LLMEngine
 from backends.engine.params import SamplingParams
-from backends.tool_format import HERMES, ToolCallFormat
+from backends.local.tool_format import HERMES, ToolCallFormat
 
 if TYPE_CHECKING:
     from backends.base import DecodeResult, LocalBackend
-    from backends.chat_template import ChatTemplate
     from backends.engine.config import EngineSettings
+    from backends.local.chat_template import ChatTemplate
 
 ENGINE_INSTALL_HINT = "pip install 'clawloop[engine]'"
 # Agents want reproducible tool calls: greedy unless the request asks for a temperature.
@@ -126,10 +126,10 @@ def load_engine(
     ``adapter`` is a GGUF LoRA file, merged into the weights at load: unset, the shipped
     adapter for the bundled model (if the package holds one); "none", no adapter.
     """
-    from backends.chat_template import ChatTemplate
-    from backends.default_model import default_adapter, default_model_path
     from backends.engine.config import EngineSettings
-    from backends.lora_gguf import adapter_path
+    from backends.gguf.default_model import default_adapter, default_model_path
+    from backends.gguf.lora import adapter_path
+    from backends.local.chat_template import ChatTemplate
 
     settings = EngineSettings.from_options(dict(options))
     try:

@@ -4,7 +4,7 @@ The grammar: free text (the model may answer in plain words); once the text ``<t
 appears, what follows must be ``{"name": "<one of the tools>", "arguments": <JSON valid for that
 tool's parameters schema>}`` and then ``</tool_call>``, after which free text (and further calls)
 may follow. A newline may stand after ``<tool_call>`` and before ``</tool_call>``, as the
-ChatML-with-tools template writes them; ``backends/parsing.py`` reads either form back. Objects
+ChatML-with-tools template writes them; ``backends.local.parsing`` reads either form back. Objects
 get no properties beyond those their schema declares (xgrammar's strict mode).
 
 Why xgrammar: it is actively maintained (it is the default structured-output backend of vLLM and
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.errors import UserError
-from backends.tool_format import HERMES, ToolCallFormat
+from backends.local.tool_format import HERMES, ToolCallFormat
 
 if TYPE_CHECKING:
     import tokenizers
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 _INSTALL = "pip install 'clawloop[engine]'  (or: pip install xgrammar)"
 # Compiled grammars kept per factory; an agent uses a handful of tool sets. (How much whitespace
-# a tool call's JSON may hold is the tool format's: backends/tool_format.py.)
+# a tool call's JSON may hold is the tool format's: backends/local/tool_format.py.)
 _CACHE_SIZE = 32
 
 

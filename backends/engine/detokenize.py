@@ -1,4 +1,4 @@
-"""Token ids to streamed text: incremental detokenization (stop strings: :mod:`backends.stop_text`).
+"""Token ids to streamed text, detokenized incrementally (stops: :mod:`backends.local.stop_text`).
 
 A token can end in the middle of a UTF-8 character (byte-level BPE splits emoji and CJK into
 several tokens), so text is only emitted once the decoded tail is no longer U+FFFD. Stop strings are
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from backends.stop_text import StopStringMatcher
+from backends.local.stop_text import StopStringMatcher
 
 # Prompt tokens decoded together with the output, so the first output token is decoded in context
 # (some tokenizers drop a leading space when a token is decoded alone).

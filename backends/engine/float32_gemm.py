@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from backends.cpu_features import cpu_vendor
+from backends.local.cpu_features import cpu_vendor
 
 _CHOICE: list[bool] = []
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import torch
 
     from backends.engine.quant import GroupQuantized, Weight
-    from backends.lora_gguf import LoraAdapter
+    from backends.gguf.lora import LoraAdapter
 
 # GGUF tensor name suffix (inside blk.N.) -> engine parameter name (inside layers.N.)
 _LAYER_NAMES = {

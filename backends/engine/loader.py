@@ -163,7 +163,7 @@ def _read_source(
         tokenizer = tokenizer_from_gguf(reader)
         total = gguf_total_bytes(reader)
 
-        from backends.lora_gguf import read_adapter
+        from backends.gguf.lora import read_adapter
 
         lora = read_adapter(adapter) if adapter is not None else None
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backends.cache_files import cache_root, file_identity
+from backends.local.cache_files import cache_root, file_identity
 
 if TYPE_CHECKING:
     from backends.engine.config import ModelConfig
@@ -40,7 +40,7 @@ _log = logging.getLogger(__name__)
 
 
 def cache_dir() -> Path:
-    """``weights`` in clawloop's cache folder (:func:`backends.cache_files.cache_root`)."""
+    """``weights`` in clawloop's cache folder (:func:`backends.local.cache_files.cache_root`)."""
     return cache_root() / "weights"
 
 

@@ -18,6 +18,7 @@ from agent.errors import UserError
 from agent.messages import AssistantMessage, Message, ToolMessage, ToolSpec, parse_message
 from backends.engine.backend import LoadedEngine
 from backends.engine.params import SamplingParams
+from backends.local.tool_format import HERMES, ToolCallFormat
 from backends.serve.protocol import (
     APIError,
     ChatCompletionRequest,
@@ -26,7 +27,6 @@ from backends.serve.protocol import (
     validation_error,
 )
 from backends.serve.structured import JsonConstraints
-from backends.tool_format import HERMES, ToolCallFormat
 
 # OpenAI's default when a request leaves temperature unset.
 DEFAULT_TEMPERATURE = 1.0

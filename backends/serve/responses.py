@@ -1,6 +1,6 @@
 """Generated text to OpenAI response bodies and stream chunks.
 
-The raw output is read back into an assistant message by ``backends.parsing.parse_output`` and
+The raw output is read back into an assistant message by ``backends.local.parsing.parse_output`` and
 streamed through ``ContentStream`` (tool-call markup is never content), exactly as the local
 backends do. In a stream, each tool call is sent once its block closes: a first delta with
 ``index``, ``id``, ``type`` and the name (empty arguments), then deltas with only ``index`` and

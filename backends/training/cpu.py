@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backends.cpu_features import cpu_flags
+from backends.local.cpu_features import cpu_flags
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 

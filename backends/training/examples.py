@@ -17,7 +17,7 @@ from typing import Any
 
 from agent.errors import UserError
 from agent.messages import ToolSpec, parse_message
-from backends.chat_template import ChatTemplate
+from backends.local.chat_template import ChatTemplate
 
 IGNORE = -100  # the label cross-entropy skips
 

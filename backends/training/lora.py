@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from backends.lora_gguf import LoraAdapter
+from backends.gguf.lora import LoraAdapter
 
 # Hugging Face module name -> GGUF base tensor name (inside blk.N.)
 GGUF_NAMES = {

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserError
-from backends.chat_template import ChatTemplate
-from backends.lora_gguf import read_adapter, write_adapter
+from backends.gguf.lora import read_adapter, write_adapter
+from backends.local.chat_template import ChatTemplate
 from backends.training.cpu import native_bf16
 from backends.training.examples import Encoded, encode
 from backends.training.lora import DEFAULT_TARGETS, from_gguf_adapter, to_gguf_adapter

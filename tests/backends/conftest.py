@@ -76,7 +76,7 @@ def conversation() -> list[Message]:
 def bundled_model() -> Path:
     """The bundled SmolLM2 GGUF, or a skip if the llamacpp extra is not installed."""
     from agent.errors import UserError
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     try:
         return default_model_path()

@@ -20,8 +20,8 @@ from agent.messages import (
     ToolSpec,
     UserMessage,
 )
-from backends.chat_template import ChatTemplate, builtin_source, template_message
-from backends.tool_format import HERMES
+from backends.local.chat_template import ChatTemplate, builtin_source, template_message
+from backends.local.tool_format import HERMES
 
 # A tool-aware template in the style of Qwen2.5's: tools as JSON, arguments through `| tojson`
 # (so they must arrive decoded), consecutive tool results grouped into one user turn.

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from agent.backend import Completion, TextDelta
 from agent.messages import ChatRequest, UserMessage
 from backends.base import DecodeResult, LocalBackend
-from backends.chat_template import ChatTemplate
-from backends.parsing import OPEN
-from backends.tool_format import HERMES
+from backends.local.chat_template import ChatTemplate
+from backends.local.parsing import OPEN
+from backends.local.tool_format import HERMES
 
 
 def stream(pieces: list[str]) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backends import cpu_features
-from backends.llamacpp import default_extra_buffers
+from backends.llamacpp.backend import default_extra_buffers
 from backends.training.cpu import native_bf16
 
 X86 = """processor\t: 0

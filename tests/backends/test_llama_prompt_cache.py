@@ -12,13 +12,13 @@ import pytest
 pytest.importorskip("llama_cpp")
 
 from agent.errors import UserError
-from backends.llama_prompt_cache import SUFFIX
+from backends.llamacpp.prompt_cache import SUFFIX
 
 # One process: the bundled model on llama.cpp, one greedy request twice, text and usage as JSON.
 CHILD = """
 import json, sys
 from agent.messages import ChatRequest, UserMessage
-from backends.llamacpp import make_llamacpp_backend
+from backends.llamacpp.backend import make_llamacpp_backend
 backend = make_llamacpp_backend(threads=1, n_ctx=2048, adapter=sys.argv[2] or None)
 words = " ".join(f"item{i}" for i in range(150))
 request = ChatRequest(
@@ -37,7 +37,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def bundled() -> None:
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     try:
         default_model_path()

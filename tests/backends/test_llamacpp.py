@@ -28,16 +28,16 @@ from agent.session import Session
 from agent.tools import Toolbox, function_tool
 from agent.validation import check_call
 from backends.base import LocalBackend
-from backends.llamacpp import LlamaCppDecoder
-from backends.stop_text import StopStringMatcher, partial_suffix
+from backends.llamacpp.backend import LlamaCppDecoder
+from backends.local.stop_text import StopStringMatcher, partial_suffix
 
 pytest.importorskip("llama_cpp")
 
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[LocalBackend]:
-    from backends.default_model import default_model_path
-    from backends.llamacpp import make_llamacpp_backend
+    from backends.gguf.default_model import default_model_path
+    from backends.llamacpp.backend import make_llamacpp_backend
 
     try:
         default_model_path()
@@ -89,7 +89,7 @@ def _tool_result() -> Message:
 
 
 def test_extra_buffers_can_be_forced(monkeypatch: pytest.MonkeyPatch):
-    from backends.llamacpp import default_extra_buffers
+    from backends.llamacpp.backend import default_extra_buffers
 
     monkeypatch.setenv("CLAWLOOP_LLAMACPP_EXTRA_BUFFERS", "1")
     assert default_extra_buffers() is True
@@ -101,7 +101,7 @@ def test_extra_buffers_can_be_forced(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_unknown_model_path(tmp_path: Path):
-    from backends.llamacpp import make_llamacpp_backend
+    from backends.llamacpp.backend import make_llamacpp_backend
 
     with pytest.raises(UserError, match="does not exist"):
         make_llamacpp_backend(model=tmp_path / "missing.gguf")
@@ -124,7 +124,7 @@ def test_plain_answer_matches_llama_cpp_itself(backend: LocalBackend):
     assert done.finish_reason in {"stop", "length"}
     assert done.usage.prompt_tokens > 10 and 0 < done.usage.completion_tokens <= 24
     # llama-cpp-python's own completion API, same prompt, same greedy decoding.
-    from backends.llamacpp import load_llama
+    from backends.llamacpp.backend import load_llama
 
     decoder = backend.decoder
     assert isinstance(decoder, LlamaCppDecoder)
@@ -224,7 +224,7 @@ def test_lazy_grammar_constrains_a_call_once_started(backend: LocalBackend, tool
 @pytest.mark.slow
 def test_agent_loop_runs_a_real_tool_call_and_answers(tmp_path: Path):
     """The model calls a real tool under the grammar, reads its result and answers with it."""
-    from backends.llamacpp import make_llamacpp_backend
+    from backends.llamacpp.backend import make_llamacpp_backend
 
     reports = {"Paris": "sunny, 21 C", "Oslo": "rain, 9 C"}
     executed: list[str] = []

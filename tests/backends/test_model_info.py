@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent.errors import UserError
-from backends.chat_template import ChatTemplate
-from backends.model_info import describe_model, gguf_tokenizer_strings, read_gguf_header
+from backends.gguf.model_info import describe_model, gguf_tokenizer_strings, read_gguf_header
+from backends.local.chat_template import ChatTemplate
 
 
 def gguf_string(text: str) -> bytes:

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from agent.messages import AssistantMessage, ToolCall
 from agent.tools import Toolbox, function_tool
 from agent.validation import check_call
-from backends.parsing import CLOSE, OPEN
-from backends.tool_format import HERMES, LLAMA3, MISTRAL, format_for_template
+from backends.local.parsing import CLOSE, OPEN
+from backends.local.tool_format import HERMES, LLAMA3, MISTRAL, format_for_template
 
 
 def parse_output(text: str) -> AssistantMessage:

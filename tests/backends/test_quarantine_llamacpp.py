@@ -31,8 +31,8 @@ MAIL = (
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[LocalBackend]:
-    from backends.default_model import default_model_path
-    from backends.llamacpp import make_llamacpp_backend
+    from backends.gguf.default_model import default_model_path
+    from backends.llamacpp.backend import make_llamacpp_backend
 
     try:
         default_model_path()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from backends.runaway import MIN_SPAN, RunawayDetector
+from backends.local.runaway import MIN_SPAN, RunawayDetector
 
 
 def _first_cut(tokens: list[int]) -> int | None:

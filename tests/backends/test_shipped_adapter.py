@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agent.messages import ChatRequest, UserMessage
-from backends.default_model import SHIPPED_ADAPTER, default_adapter, default_model_path
-from backends.lora_gguf import adapter_path, read_adapter
+from backends.gguf.default_model import SHIPPED_ADAPTER, default_adapter, default_model_path
+from backends.gguf.lora import adapter_path, read_adapter
 from backends.training.trainer import file_sha256
 
 pytest.importorskip("llama_cpp")
@@ -36,7 +36,7 @@ def test_it_is_the_default_for_the_bundled_model_only(tmp_path: Path) -> None:
 
 
 def test_llamacpp_runs_it_by_default_and_none_turns_it_off() -> None:
-    from backends.llamacpp import make_llamacpp_backend
+    from backends.llamacpp.backend import make_llamacpp_backend
 
     request = ChatRequest(
         messages=[UserMessage(content="Name three colours.")], temperature=0, max_tokens=24

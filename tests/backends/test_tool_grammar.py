@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from agent.messages import ToolSpec
 from agent.tools import Toolbox, function_tool
-from backends.tool_format import HERMES, LLAMA3, MISTRAL
-from backends.tool_grammar import tool_call_schema
+from backends.local.tool_format import HERMES, LLAMA3, MISTRAL
+from backends.local.tool_grammar import tool_call_schema
 
 
 def valid(schema: dict[str, Any], call: Any) -> bool:

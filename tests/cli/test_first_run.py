@@ -23,7 +23,7 @@ pytest.importorskip("llama_cpp")
 @pytest.mark.slow
 def test_how_many_lines_are_in_readme_gets_the_right_number(tmp_path: Path) -> None:
     from agent.errors import UserError
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     try:
         default_model_path()

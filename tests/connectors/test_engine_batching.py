@@ -37,8 +37,8 @@ def write_tiny_model(folder: Path) -> Path:
     import torch  # installed with clawloop's engine (the README's set-up installs it)
     from safetensors.torch import save_file
 
-    from backends.default_model import default_model_path
     from backends.engine.tokenizer import load_tokenizer
+    from backends.gguf.default_model import default_model_path
 
     tokenizer = load_tokenizer(default_model_path())
     hidden, inner, layers, heads, kv_heads = 64, 96, 2, 4, 2
@@ -115,10 +115,10 @@ def test_two_chats_turns_share_the_engines_forward_passes(
     lt: LoopThread, fake: FakeTelegram, tmp_path: Path, ws: Path
 ) -> None:
     from backends.base import LocalBackend
-    from backends.chat_template import ChatTemplate
     from backends.engine.backend import EngineDecoder
     from backends.engine.llm_engine import LLMEngine
     from backends.engine.model_runner import ModelRunner
+    from backends.local.chat_template import ChatTemplate
 
     folder = write_tiny_model(tmp_path / "tiny")
     engine = LLMEngine(ModelRunner(folder, kv_cache_bytes=8 << 20))

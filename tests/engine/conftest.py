@@ -38,7 +38,7 @@ def reference() -> Any:
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("gguf")
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     path = default_model_path()
     model = transformers.AutoModelForCausalLM.from_pretrained(

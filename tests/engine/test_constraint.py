@@ -85,7 +85,7 @@ class GgufTokenizer:
 
     def __init__(self) -> None:
         from agent.errors import UserError
-        from backends.default_model import default_model_path
+        from backends.gguf.default_model import default_model_path
 
         try:
             path = Path(default_model_path())
@@ -368,7 +368,7 @@ def test_xgrammar_loads_without_transformers_and_leaves_the_real_one_importable(
 
     script = """
 import sys
-from backends.default_model import default_model_path
+from backends.gguf.default_model import default_model_path
 from backends.engine.constraint import ConstraintFactory, _xgrammar
 from backends.engine.gguf_weights import open_gguf
 from backends.engine.tokenizer import tokenizer_from_gguf

@@ -12,8 +12,8 @@ from backends.engine.constraint import ConstraintFactory, TokenConstraint
 
 def test_concurrent_callers_share_the_cache_safely() -> None:
     from agent.errors import UserError
-    from backends.default_model import default_model_path
     from backends.engine.tokenizer import load_tokenizer
+    from backends.gguf.default_model import default_model_path
 
     try:
         tokenizer = load_tokenizer(default_model_path())

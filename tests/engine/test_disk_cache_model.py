@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import torch
 
-from backends.default_model import default_model_path
 from backends.engine.disk_cache import gather_blocks, open_disk_cache, scatter_blocks
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.model_runner import ModelRunner
 from backends.engine.params import SamplingParams
+from backends.gguf.default_model import default_model_path
 
 pytestmark = pytest.mark.slow
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)

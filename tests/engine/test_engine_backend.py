@@ -78,7 +78,9 @@ def decoder() -> EngineDecoder:
 
 
 def test_decode_streams_text_then_a_result_with_usage(decoder: EngineDecoder) -> None:
-    pytest.importorskip("backends.chat_template", reason="backends.base needs the chat template")
+    pytest.importorskip(
+        "backends.local.chat_template", reason="backends.base needs the chat template"
+    )
     from backends.base import DecodeResult
 
     prompt = "<user> hello </user>"
@@ -96,7 +98,9 @@ def test_decode_streams_text_then_a_result_with_usage(decoder: EngineDecoder) ->
 
 
 def test_tools_get_a_constraint(decoder: EngineDecoder) -> None:
-    pytest.importorskip("backends.chat_template", reason="backends.base needs the chat template")
+    pytest.importorskip(
+        "backends.local.chat_template", reason="backends.base needs the chat template"
+    )
     from backends.base import DecodeResult
 
     tools = [ToolSpec(function=FunctionSpec(name="ls"))]
@@ -107,7 +111,9 @@ def test_tools_get_a_constraint(decoder: EngineDecoder) -> None:
 
 
 def test_concurrent_conversations_share_the_engine(decoder: EngineDecoder) -> None:
-    pytest.importorskip("backends.chat_template", reason="backends.base needs the chat template")
+    pytest.importorskip(
+        "backends.local.chat_template", reason="backends.base needs the chat template"
+    )
     prompts = [f"conversation {i} " * (i + 1) for i in range(8)]
     texts: dict[int, str] = {}
     start = threading.Barrier(len(prompts))
@@ -135,11 +141,11 @@ def test_concurrent_conversations_share_the_engine(decoder: EngineDecoder) -> No
 @pytest.fixture(scope="module")
 def real_backend() -> object:
     pytest.importorskip("torch")
-    pytest.importorskip("backends.chat_template", reason="needs the chat template")
+    pytest.importorskip("backends.local.chat_template", reason="needs the chat template")
     pytest.importorskip("backends.engine.model_runner", reason="needs the model runner")
     from agent.errors import UserError
-    from backends.default_model import default_model_path
     from backends.engine.backend import make_engine_backend
+    from backends.gguf.default_model import default_model_path
 
     try:
         default_model_path()

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import torch
 
-from backends.default_model import SHIPPED_ADAPTER, default_model_path
 from backends.engine.model_runner import ModelRunner
 from backends.engine.quant import DualLinear, Int4Linear, Int8GroupLinear
+from backends.gguf.default_model import SHIPPED_ADAPTER, default_model_path
 from tests.engine.test_model_runner import BLOCK, Driver, prompt, recorded_logits
 
 

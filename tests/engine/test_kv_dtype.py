@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from agent.errors import UserError
-from backends.default_model import default_model_path
 from backends.engine.model_runner import ModelRunner, default_kv_dtype
 from backends.engine.native.paged_decode import PagedDecode
+from backends.gguf.default_model import default_model_path
 
 
 def test_the_default_follows_the_weights_and_the_kernel() -> None:

@@ -329,7 +329,7 @@ def test_stop_matcher_holds_back_possible_prefixes() -> None:
 def test_real_model_greedy_tokens_do_not_depend_on_batching_preemption_or_cache() -> None:
     pytest.importorskip("torch")
     model_runner = pytest.importorskip("backends.engine.model_runner")
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     try:
         path = default_model_path()

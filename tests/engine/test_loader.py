@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from agent.errors import UserError
-from backends.default_model import default_model_path
 from backends.engine.config import read_config
 from backends.engine.gguf_weights import dequantize_tensor, open_gguf
 from backends.engine.loader import load_model
+from backends.gguf.default_model import default_model_path
 
 Q = gguf.GGMLQuantizationType
 QUANTIZABLE = {"F32": 0.0, "F16": 1e-3, "BF16": 1e-2, "Q8_0": 0.02, "Q4_0": 0.35, "Q4_1": 0.3}

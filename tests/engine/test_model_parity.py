@@ -15,8 +15,8 @@ import pytest
 import torch
 from greedy_reference import greedy_rows
 
-from backends.default_model import default_model_path
 from backends.engine.model_runner import ModelRunner
+from backends.gguf.default_model import default_model_path
 
 try:  # the runner tests' scheduler stand-in, whether or not tests/ is a package
     from test_model_runner import Driver, prompt, recorded_logits

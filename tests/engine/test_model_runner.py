@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import torch
 
-from backends.default_model import default_model_path
 from backends.engine.model_runner import ModelRunner
 from backends.engine.quant import DualLinear
+from backends.gguf.default_model import default_model_path
 
 try:
     from backends.engine.batch import StepBatch

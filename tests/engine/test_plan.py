@@ -70,7 +70,7 @@ def test_bad_input_is_a_one_line_user_error(llama3: Path) -> None:
 
 
 def test_the_bundled_model_plan_counts_its_parameters() -> None:
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     try:
         path = default_model_path()

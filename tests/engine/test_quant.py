@@ -7,7 +7,6 @@ import torch
 import torch.nn.functional as F
 
 from agent.errors import ConfigError, UserError
-from backends.default_model import default_model_path
 from backends.engine.bf16_linear import Bf16Linear, bf16_kernel
 from backends.engine.config import EngineSettings
 from backends.engine.gguf_weights import dequantize_tensor, group_quantized, open_gguf
@@ -18,6 +17,7 @@ from backends.engine.quant import (
     check_weights,
     make_linear,
 )
+from backends.gguf.default_model import default_model_path
 
 
 def _bf16_input(x: torch.Tensor) -> torch.Tensor:

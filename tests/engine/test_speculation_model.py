@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from agent.messages import FunctionSpec, ToolSpec, UserMessage
-from backends.chat_template import ChatTemplate
-from backends.default_model import default_model_path
 from backends.engine.constraint import ConstraintFactory
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.model_runner import ModelRunner
 from backends.engine.params import SamplingParams
+from backends.gguf.default_model import default_model_path
+from backends.local.chat_template import ChatTemplate
 
 TOOLS = [
     ToolSpec(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.default_model import default_model_path
 from backends.engine.tokenizer import EngineTokenizer, load_tokenizer
+from backends.gguf.default_model import default_model_path
 
 TEXTS = [
     "Hello world",

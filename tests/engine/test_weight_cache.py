@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from agent.errors import UserError
-from backends.default_model import default_model_path
 from backends.engine import loader, weight_cache
 from backends.engine.loader import load_model
+from backends.gguf.default_model import default_model_path
 
 
 @pytest.fixture(scope="module")

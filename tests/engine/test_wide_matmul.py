@@ -116,7 +116,7 @@ def test_the_default_weights_are_the_files_groups_where_the_wide_kernel_runs(
 
 @needs_wide
 def test_the_bundled_model_loads_its_own_groups_by_default() -> None:
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     assert loader.load_model(default_model_path()).model.storage == "int4"
     assert loader.load_model(default_model_path(), weights="float32").model.storage == "float32"

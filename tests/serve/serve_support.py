@@ -44,7 +44,7 @@ def start_server(
     ``settings``: top-level config lines; ``engine``: more for its [backends.engine] table."""
     pytest.importorskip("starlette")
     from agent.errors import UserError
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     try:
         model = default_model_path()

@@ -52,7 +52,7 @@ def float32_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
 
 def reference_texts() -> list[str]:
     """transformers' greedy answers, each prompt alone (no padding), on the model's template."""
-    from backends.default_model import default_model_path
+    from backends.gguf.default_model import default_model_path
 
     path = default_model_path()
     folder, name = str(path.parent), path.name

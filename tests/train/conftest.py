@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends.default_model import default_model_path
+from backends.gguf.default_model import default_model_path
 
 HIDDEN, FFN, LAYERS, HEADS, KV_HEADS = 64, 128, 2, 4, 2
 

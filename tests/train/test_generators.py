@@ -12,8 +12,8 @@ import pytest
 
 from agent.errors import UserError
 from agent.messages import ToolSpec, parse_message
-from backends.chat_template import ChatTemplate
-from backends.default_model import default_model_path
+from backends.gguf.default_model import default_model_path
+from backends.local.chat_template import ChatTemplate
 from backends.training.examples import read_examples
 from cli.config import load_settings
 from cli.evals.checks import failures

@@ -186,7 +186,7 @@ def test_a_fixed_run_is_trained_on_from_the_traces_folder(tiny_gguf: Path, tmp_p
 def test_from_traces_starts_from_the_adapter_the_model_runs_with(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from backends.default_model import SHIPPED_ADAPTER, default_model_path
+    from backends.gguf.default_model import SHIPPED_ADAPTER, default_model_path
     from cli.train_cmd import _current_adapter
 
     config = tmp_path / "config.toml"

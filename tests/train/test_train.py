@@ -18,7 +18,7 @@ pytest.importorskip("llama_cpp")
 
 from agent.errors import UserError
 from agent.messages import ChatRequest, UserMessage
-from backends.lora_gguf import read_adapter
+from backends.gguf.lora import read_adapter
 from backends.training.trainer import StepReport, TrainSettings, train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def test_adapter_file_and_manifest(trained: Path, tiny_gguf: Path) -> None:
 
 def test_both_backends_load_the_adapter_and_agree(trained: Path, tiny_gguf: Path) -> None:
     from backends.engine.backend import make_engine_backend
-    from backends.llamacpp import make_llamacpp_backend
+    from backends.llamacpp.backend import make_llamacpp_backend
 
     adapter = str(trained / "adapter.gguf")
     prompts = [f"say {w}" for w in WORDS] + ["hello there"]
@@ -84,9 +84,9 @@ def test_the_gguf_adapter_is_the_trained_lora(trained: Path, tiny_gguf: Path) ->
     import torch
     import transformers
 
-    from backends.chat_template import ChatTemplate
     from backends.engine.tokenizer import load_tokenizer
-    from backends.llamacpp import make_llamacpp_backend
+    from backends.llamacpp.backend import make_llamacpp_backend
+    from backends.local.chat_template import ChatTemplate
     from backends.training.lora import DEFAULT_TARGETS
 
     model = transformers.AutoModelForCausalLM.from_pretrained(

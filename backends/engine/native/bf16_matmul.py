@@ -12,8 +12,8 @@ import ctypes
 
 import torch
 
-from backends.cpu_features import cpu_flags
 from backends.engine.native.build import load
+from backends.local.cpu_features import cpu_flags
 
 LANES = 16  # output columns per block: one 512-bit register of float32 sums
 

@@ -24,8 +24,8 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from backends.cache_files import cache_root
-from backends.cpu_features import cpu_signature
+from backends.local.cache_files import cache_root
+from backends.local.cpu_features import cpu_signature
 
 _log = logging.getLogger(__name__)
 FLAGS = (

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import torch
 
-from backends.cpu_features import cpu_flags
 from backends.engine.native.build import load
+from backends.local.cpu_features import cpu_flags
 
 GROUP = 32
 

@@ -12,9 +12,9 @@ import ctypes
 
 import torch
 
-from backends.cpu_features import cpu_flags
 from backends.engine.native.build import load
 from backends.engine.native.group_matmul import call_kernel
+from backends.local.cpu_features import cpu_flags
 
 GROUP = 32
 LANES = 16  # output columns per block: one 512-bit register of int32 sums

@@ -82,7 +82,7 @@ def resident_backend(options: dict[str, Any], keep_alive: int) -> Any | None:
     """A backend on the resident host for ``options`` (started if need be), or None where none
     runs or can start (the caller then loads the engine in its own process)."""
     from backends.base import LocalBackend
-    from backends.chat_template import ChatTemplate
+    from backends.local.chat_template import ChatTemplate
 
     if not hasattr(socket, "SO_PEERCRED"):
         return None  # Linux only: elsewhere the host could not check who connects

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from backends.cache_files import cache_root, file_identity
+from backends.local.cache_files import cache_root, file_identity
 
 # Unix socket paths are limited to 108 bytes on Linux; past this, the socket moves to a short
 # per-user folder under /tmp.

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.messages import ToolSpec
-from backends.content_stream import ContentStream
-from backends.parsing import ParsedOutput, parse_output
-from backends.tool_grammar import tool_call_schema_json
+from backends.local.content_stream import ContentStream
+from backends.local.parsing import ParsedOutput, parse_output
+from backends.local.tool_grammar import tool_call_schema_json
 
 _MAX_WHITESPACE = 16
 

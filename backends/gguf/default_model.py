@@ -31,7 +31,7 @@ def default_model_path() -> Path:
 
 
 # The LoRA adapter clawloop's own pipeline trained for the bundled model (docs/flywheel.md).
-SHIPPED_ADAPTER = Path(__file__).parent / "adapters" / "smollm2-135m-clawloop.gguf"
+SHIPPED_ADAPTER = Path(__file__).parents[1] / "adapters" / "smollm2-135m-clawloop.gguf"
 
 
 def default_adapter(model: Path) -> Path | None:

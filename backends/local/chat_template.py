@@ -31,7 +31,7 @@ from typing import Any
 
 from agent.errors import UserError
 from agent.messages import AssistantMessage, Message, ToolSpec
-from backends.tool_format import ToolCallFormat, format_for_template
+from backends.local.tool_format import ToolCallFormat, format_for_template
 
 BUILTIN_TEMPLATE = "chatml_tools.jinja"
 CHATML_END = "<|im_end|>"
@@ -52,7 +52,7 @@ class ChatTemplate:
     @classmethod
     def from_gguf(cls, path: Path) -> ChatTemplate:
         """The template and BOS/EOS strings stored in a GGUF file's metadata."""
-        from backends.model_info import gguf_tokenizer_strings
+        from backends.gguf.model_info import gguf_tokenizer_strings
 
         meta = gguf_tokenizer_strings(Path(path))
         return cls(meta.get("chat_template"), meta.get("bos_token", ""), meta.get("eos_token", ""))
@@ -215,7 +215,7 @@ def _mentions_tools(source: str) -> bool:
 @lru_cache(maxsize=1)
 def builtin_source() -> str:
     """The text of the built-in ChatML-with-tools template."""
-    return (resources.files("backends") / "templates" / BUILTIN_TEMPLATE).read_text(
+    return (resources.files("backends.local") / "templates" / BUILTIN_TEMPLATE).read_text(
         encoding="utf-8"
     )
 

@@ -13,12 +13,12 @@ every later token must keep it valid:
     call ::= "<tool_call>\\n" JSON "\\n</tool_call>"
 
 where JSON is the GBNF that llama.cpp's own converter makes from
-:func:`backends.tool_grammar.tool_call_schema` (one of the offered tools by name, with
+:func:`backends.local.tool_grammar.tool_call_schema` (one of the offered tools by name, with
 arguments valid for its schema), its whitespace pinned to the layout the chat template
 writes back, so a generated call re-renders to the same text. The tags and the grammar come
-from the template's tool-call format (:mod:`backends.tool_format`). When the grammar is complete
-only an end-of-turn token is allowed, so text before a call is free and nothing follows the
-calls. With
+from the template's tool-call format (:mod:`backends.local.tool_format`). When the grammar is
+complete only an end-of-turn token is allowed, so text before a call is free and nothing follows
+the calls. With
 ``tool_choice="required"`` the same grammar is applied from the first token, so the reply is
 a call. ``tool_first=True`` (an option of this backend) applies ``required`` to the first
 step of each user turn only: small models such as the bundled SmolLM2-135M rarely start a
@@ -54,16 +54,21 @@ from typing import TYPE_CHECKING, Any
 from agent.errors import BackendError, UserError
 from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.base import DecodeResult, LocalBackend
-from backends.chat_template import ChatTemplate
-from backends.cpu_features import cpu_flags
-from backends.default_model import INSTALL_HINT, check_gguf, default_adapter, default_model_path
-from backends.runaway import RunawayDetector
-from backends.stop_text import StopStringMatcher
-from backends.tool_format import HERMES, ToolCallFormat
-from backends.tool_grammar import tool_call_schema_json
+from backends.gguf.default_model import (
+    INSTALL_HINT,
+    check_gguf,
+    default_adapter,
+    default_model_path,
+)
+from backends.local.chat_template import ChatTemplate
+from backends.local.cpu_features import cpu_flags
+from backends.local.runaway import RunawayDetector
+from backends.local.stop_text import StopStringMatcher
+from backends.local.tool_format import HERMES, ToolCallFormat
+from backends.local.tool_grammar import tool_call_schema_json
 
 if TYPE_CHECKING:
-    from backends.llama_prompt_cache import PromptStateCache
+    from backends.llamacpp.prompt_cache import PromptStateCache
 
 DEFAULT_N_CTX = 8192
 MAX_PARALLEL_CALLS = 8
@@ -290,7 +295,7 @@ class LlamaCppDecoder:
 
     def _prompt_cache(self, llm: Any) -> PromptStateCache:
         if self._prompts is None:
-            from backends.llama_prompt_cache import PromptStateCache, folder_key
+            from backends.llamacpp.prompt_cache import PromptStateCache, folder_key
 
             version = str(getattr(_import_llama_cpp(), "__version__", ""))
             key = folder_key(self.model_path, self.adapter, llm.n_ctx(), version)
@@ -376,7 +381,7 @@ def _cores() -> int:
 
 
 def _model_context(path: Path) -> int:
-    from backends.model_info import read_gguf_header
+    from backends.gguf.model_info import read_gguf_header
 
     meta = read_gguf_header(path).metadata
     trained = meta.get(f"{meta.get('general.architecture')}.context_length")
@@ -400,9 +405,9 @@ def make_llamacpp_backend(
 
     ``adapter`` is a GGUF LoRA file applied at load: unset, the shipped adapter for the bundled
     model (if the package holds one); "none", no adapter. ``disk_cache`` keeps prefilled
-    prompts' KV on disk for later processes (:mod:`backends.llama_prompt_cache`).
+    prompts' KV on disk for later processes (:mod:`backends.llamacpp.prompt_cache`).
     """
-    from backends.lora_gguf import adapter_path
+    from backends.gguf.lora import adapter_path
 
     _import_llama_cpp()
     path = default_model_path() if model is None else check_gguf(Path(model))

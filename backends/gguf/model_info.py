@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserError
-from backends.default_model import check_gguf
+from backends.gguf.default_model import check_gguf
 
 # GGUF value types: struct format of the scalars; 8 = string, 9 = array.
 _SCALARS = {

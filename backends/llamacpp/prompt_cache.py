@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.cache_files import cache_root, file_identity
+from backends.local.cache_files import cache_root, file_identity
 
 FORMAT_VERSION = 1
 KEEP = 8

@@ -7,7 +7,7 @@ the next piece says whether it is.
 
 from __future__ import annotations
 
-from backends.stop_text import partial_suffix
+from backends.local.stop_text import partial_suffix
 
 
 class ContentStream:

@@ -1,7 +1,7 @@
 """The JSON schema of one tool call, built from the offered tools.
 
 A call is ``{"name": NAME, "arguments": ARGS}`` where NAME is one of the tools' names and ARGS
-is valid for that tool's parameter schema. The tool-call format (:mod:`backends.tool_format`)
+is valid for that tool's parameter schema. The tool-call format (:mod:`backends.local.tool_format`)
 compiles this schema to its grammars, so that a call, once started, can only be a well-formed
 call to a real tool.
 """

@@ -1,6 +1,6 @@
 """Parse a local model's raw output into an assistant message: text and tool calls.
 
-The tags come from the tool-call format (:mod:`backends.tool_format`); with the Hermes format
+The tags come from the tool-call format (:mod:`backends.local.tool_format`); with the Hermes format
 a call is written as the built-in ChatML template asks (Qwen2.5 style)::
 
     <tool_call>
