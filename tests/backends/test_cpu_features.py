@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import cpu_features
+from backends.local import cpu_features
 from backends.llamacpp.backend import default_extra_buffers
 from backends.training.cpu import native_bf16
 
