@@ -38,14 +38,15 @@ class Bandwidth:
 
 
 def _library() -> ctypes.CDLL:
-    from backends.engine.native.build import FLAGS, cpu_flags
+    from backends.engine.native.build import FLAGS
     from backends.local.cache_files import cache_root
+    from backends.local.cpu_features import cpu_signature
 
     compiler = shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")
     if compiler is None:
         raise SystemExit("no C compiler (cc or gcc) on PATH: the bandwidth benchmark needs one")
     text = SOURCE.read_bytes()
-    digest = hashlib.sha256(text + repr((compiler, FLAGS, cpu_flags())).encode()).hexdigest()
+    digest = hashlib.sha256(text + repr((compiler, FLAGS, cpu_signature())).encode()).hexdigest()
     library = cache_root() / "bench" / f"memory_bandwidth-{digest[:16]}.so"
     if not library.is_file():
         library.parent.mkdir(parents=True, exist_ok=True)
