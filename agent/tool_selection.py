@@ -16,7 +16,9 @@ renders the same tool list and the prompt keeps its cached prefix from step to s
 Tools named in ``cued`` are offered when, and only when, the message holds one of their cue
 phrases (or their cue, a function of the message, says yes): a tool whose description shares
 everyday words with chat ("today", "help") would otherwise be called for a "thanks, that is all
-for today".
+for today". A cued tool named in ``alone`` is, when its cue holds, the only tool offered
+(beside ``always``): a cue precise enough to say what the message is about ("what is my cat
+called?" asks memory) should not leave the model a file tool to pick by mistake.
 The loop still validates every call against the whole toolbox.
 """
 
@@ -117,6 +119,7 @@ class LexicalToolSelector:
     never: Sequence[str] = ()  # tools switched off for this model
     # tool -> its cue phrases, or a function of the message that says whether it cues the tool
     cued: Mapping[str, Sequence[str] | Callable[[str], bool]] = field(default_factory=dict)
+    alone: Sequence[str] = ()  # cued tools offered without the others when their cue holds
     relative: float = 0.5  # a tool must score at least this share of the best tool's score
     look_first: bool = False
 
@@ -154,9 +157,18 @@ class LexicalToolSelector:
             key=lambda s: -scores[s.function.name],
         )
         keep = {s.function.name for s in ranked[: self.k]}
-        keep |= {s.function.name for s in specs if s.function.name in self.cued}  # cue matched
-        if keep or _names_a_choice(query, specs) or any(scores.get(n, 0) > 0 for n in self.general):
-            keep |= {name for name in self.general if name in scores}
+        cued = {s.function.name for s in specs if s.function.name in self.cued}  # cue matched
+        alone = cued & set(self.alone)
+        if alone:
+            keep = alone
+        else:
+            keep |= cued
+            if (
+                keep
+                or _names_a_choice(query, specs)
+                or any(scores.get(n, 0) > 0 for n in self.general)
+            ):
+                keep |= {name for name in self.general if name in scores}
         first_reply = bool(messages) and messages[-1].role == "user"
         shown = [s for s in specs if s.function.name in keep | set(self.always)]
         if self.look_first and first_reply and keep:

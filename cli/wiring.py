@@ -189,6 +189,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
                 never=[*NOT_FOR_SMALL_MODELS, *([] if small.command_tool else [COMMAND_TOOL])],
                 look_first=small.look_first,
                 cued=SMALL_MODEL_CUES,
+                alone=list(SMALL_MODEL_CUES),
             )
             if small.select_tools
             else None

@@ -44,7 +44,8 @@ MEMORY_CONSEQUENTIAL = {"memory.remember": ["text"], "memory.forget": ["query"]}
 NOT_FOR_SMALL_MODELS = ("forget", "search_sessions")
 # What offers a memory tool to the small model: its descriptions share words with everyday
 # chat ("today", "help"), and a small model calls whatever it is offered. A request to keep a
-# fact offers `remember`, a question about what the user told offers `recall`; never both.
+# fact offers `remember`, a question about what the user told offers `recall`; never both,
+# and each alone (cli/wiring.py): the cue says the message is memory's.
 SMALL_MODEL_CUES: dict[str, Callable[[str], bool]] = {
     "remember": asks_to_remember,
     "recall": asks_about_user,
