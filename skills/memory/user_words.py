@@ -9,7 +9,7 @@ better at both, so the small-model profile leans on it:
   not a question. :func:`fact_clause` is then the fact in the user's words, the request's
   words ("please remember that") left out.
 - :func:`asks_about_user`: a question about what the user told before ("what is my ...",
-  "do you remember ...", "what did I say about ..."), not about a file.
+  "do you remember ...", "what did I say about ..."), not about files.
 - :func:`kept_text`: what ``remember`` stores: the model's text where it is the user's own
   words (a run of at least most of the clause), else the clause; either labelled as the user's.
 """
@@ -42,8 +42,12 @@ _QUESTION_START = re.compile(
 _ABOUT_USER = re.compile(
     r"\b(?:my|me|i|mine|i'm|i've)\b|\bremember\b|\brecall\b|\btold you\b", re.IGNORECASE
 )
-# A file's name (notes.txt, ./report.py): a question about a file is work for the file tools.
+# A file's name (notes.txt, ./report.py) or the workspace's words ("how many folders have I
+# got in here?"): a question about files is work for the file tools.
 _FILE_NAME = re.compile(r"\b[\w-]+\.[A-Za-z][\w]{0,4}\b")
+_WORKSPACE = re.compile(
+    r"\b(?:files?|folders?|director(?:y|ies)|here|workspace|scripts?|lines?)\b", re.IGNORECASE
+)
 _PLEASANTRY = re.compile(
     r"^(?:thanks|thank you|thx|please|ok|okay|cheers|great)\b[\s\w,!.]*$", re.IGNORECASE
 )
@@ -72,7 +76,9 @@ def asks_to_remember(text: str) -> bool:
 
 def asks_about_user(text: str) -> bool:
     """Whether the message asks what the user told before (not about a file)."""
-    return is_question(text) and bool(_ABOUT_USER.search(text)) and not _FILE_NAME.search(text)
+    if _FILE_NAME.search(text) or _WORKSPACE.search(text):
+        return False
+    return is_question(text) and bool(_ABOUT_USER.search(text))
 
 
 def fact_clause(text: str) -> str | None:

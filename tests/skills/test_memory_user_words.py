@@ -76,6 +76,7 @@ def test_questions_and_chat_are_not_requests_to_remember(message: str) -> None:
         ("Tell me my name", True),
         ("What did I write on the bottom line of journal.txt?", False),  # a file's question
         ("How many lines are in notes.txt?", False),
+        ("how many directories have I got in here?", False),  # the workspace's question
         ("Remember that my cat is called Pixel.", False),  # a request, not a question
         ("hello!", False),
     ],
