@@ -14,8 +14,11 @@ does match a tool may not call an ``always`` tool in the first reply: the model 
 answers. That tool is still shown (only the grammar holds it back), so every step of a task
 renders the same tool list and the prompt keeps its cached prefix from step to step.
 Tools named in ``cued`` are offered when, and only when, the message holds one of their cue
-phrases: a tool whose description shares everyday words with chat ("today", "help") would
-otherwise be called for a "thanks, that is all for today".
+phrases (or their cue, a function of the message, says yes): a tool whose description shares
+everyday words with chat ("today", "help") would otherwise be called for a "thanks, that is all
+for today". A cued tool named in ``alone`` is, when its cue holds, the only tool offered
+(beside ``always``): a cue precise enough to say what the message is about ("what is my cat
+called?" asks memory) should not leave the model a file tool to pick by mistake.
 The loop still validates every call against the whole toolbox.
 """
 
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -114,7 +117,9 @@ class LexicalToolSelector:
     always: Sequence[str] = ()
     general: Sequence[str] = ()
     never: Sequence[str] = ()  # tools switched off for this model
-    cued: Mapping[str, Sequence[str]] = field(default_factory=dict)  # tool -> cue phrases
+    # tool -> its cue phrases, or a function of the message that says whether it cues the tool
+    cued: Mapping[str, Sequence[str] | Callable[[str], bool]] = field(default_factory=dict)
+    alone: Sequence[str] = ()  # cued tools offered without the others when their cue holds
     relative: float = 0.5  # a tool must score at least this share of the best tool's score
     look_first: bool = False
 
@@ -131,15 +136,11 @@ class LexicalToolSelector:
         if not isinstance(query, str):
             return [s for s in specs if s.function.name not in self.never], None
         terms = set(words(query))
-        lowered = query.lower()
         specs = [
             s
             for s in specs
             if s.function.name not in self.never
-            and (
-                s.function.name not in self.cued
-                or any(cue in lowered for cue in self.cued[s.function.name])
-            )
+            and (s.function.name not in self.cued or _cued(self.cued[s.function.name], query))
         ]
         docs = {s.function.name: set(words(_document(s))) for s in specs}
         scores = {name: _score(terms, doc, docs) for name, doc in docs.items()}
@@ -156,14 +157,30 @@ class LexicalToolSelector:
             key=lambda s: -scores[s.function.name],
         )
         keep = {s.function.name for s in ranked[: self.k]}
-        keep |= {s.function.name for s in specs if s.function.name in self.cued}  # cue matched
-        if keep or _names_a_choice(query, specs) or any(scores.get(n, 0) > 0 for n in self.general):
-            keep |= {name for name in self.general if name in scores}
+        cued = {s.function.name for s in specs if s.function.name in self.cued}  # cue matched
+        alone = cued & set(self.alone)
+        if alone:
+            keep = alone
+        else:
+            keep |= cued
+            if (
+                keep
+                or _names_a_choice(query, specs)
+                or any(scores.get(n, 0) > 0 for n in self.general)
+            ):
+                keep |= {name for name in self.general if name in scores}
         first_reply = bool(messages) and messages[-1].role == "user"
         shown = [s for s in specs if s.function.name in keep | set(self.always)]
         if self.look_first and first_reply and keep:
             return shown, [s.function.name for s in shown if s.function.name in keep]
         return shown, None
+
+
+def _cued(cue: Sequence[str] | Callable[[str], bool], query: str) -> bool:
+    if callable(cue):
+        return cue(query)
+    lowered = query.lower()
+    return any(phrase in lowered for phrase in cue)
 
 
 def _names_a_choice(query: str, specs: list[ToolSpec]) -> bool:

@@ -28,6 +28,7 @@ from cli.config import Settings, SmallModelSettings
 from sandbox.secrets import Redactor, find_secrets
 from skills.context import SkillContext
 from skills.guard import Approver
+from skills.memory.config import MemorySettings
 from skills.memory.prompt import MemoryPrompt
 from skills.memory.tools import NOT_FOR_SMALL_MODELS, SMALL_MODEL_CUES
 from skills.reader import READER_TOOL
@@ -73,7 +74,9 @@ def skill_context(settings: Settings, backend: Backend | None = None) -> SkillCo
             f"workspace {workspace} is not writable: pass --workspace with a folder you "
             "can write to, or use --mode read-only"
         )
-    context = SkillContext.from_settings(settings.model_copy(update={"workspace": workspace}))
+    context = SkillContext.from_settings(
+        settings.model_copy(update={"workspace": workspace, "memory": memory_settings(settings)})
+    )
     context.backend = backend
     return context
 
@@ -106,6 +109,14 @@ def system_prompt(text: str, toolbox: Toolbox) -> str:
     if skills:
         prompt += "\n\nSkills (read one with skill_read before using it):\n" + catalog_text(skills)
     return prompt
+
+
+def memory_settings(settings: Settings) -> MemorySettings:
+    """``[memory]`` with what is left unset decided by the profile: the small model's memory
+    tools take the user's own words (skills/memory/user_words.py)."""
+    if settings.memory.user_words is not None:
+        return settings.memory
+    return settings.memory.model_copy(update={"user_words": settings.small_model})
 
 
 def memory_prompt(settings: Settings) -> str:
@@ -181,6 +192,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
                 never=[*NOT_FOR_SMALL_MODELS, *([] if small.command_tool else [COMMAND_TOOL])],
                 look_first=small.look_first,
                 cued=SMALL_MODEL_CUES,
+                alone=list(SMALL_MODEL_CUES),
             )
             if small.select_tools
             else None

@@ -76,9 +76,12 @@ def run_task(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8")
         workspace.chmod(0o755)
-        # A suite measures the model the same for everyone: the memory tools are offered, over
-        # an empty memory of the task's own, never the user's.
+        # A suite measures the model the same for everyone: memory, where the suite or task
+        # turns it on, is a folder of the task's own, never the user's.
         own_memory = variant.settings.memory.model_copy(update={"folder": Path(memory)})
+        if suite.memory or task.uses_memory:
+            own_memory.enabled = True
+            _seed(Path(memory), task.memory)
         updates: dict[str, object] = {"workspace": workspace, "memory": own_memory}
         if task.max_steps is not None:
             updates["max_steps"] = task.max_steps
@@ -98,6 +101,11 @@ def run_task(
             "eval_task": task.model_dump(mode="json", exclude_none=True),
             **(extra or {}),
         }
+        before_failures: list[str] = []
+        for n, earlier in enumerate(task.before, 1):
+            for event in run_traced(settings, loop, Session(), earlier, {**recorded, "before": n}):
+                if isinstance(event, ErrorEvent):
+                    before_failures.append(f"message {n} before the prompt: {event.message}")
         for event in run_traced(settings, loop, Session(), task.prompt, recorded):
             result.run_id = event.run_id or result.run_id
             if isinstance(event, StepEvent):
@@ -112,6 +120,7 @@ def run_task(
                 result.error = f"{event.reason}: {event.message}"
         result.seconds = time.monotonic() - began
         result.failures = failures(task.check, workspace, result.answer, result.tool_calls)
+        result.failures += before_failures
         if result.error and result.answer is None:
             result.failures[:1] = [f"no final answer ({result.error})"]
         result.passed = not result.failures
@@ -120,6 +129,15 @@ def run_task(
         verdict = "good" if result.passed else "bad"
         grade_trace(trace, verdict, by=graded_by, note="; ".join(result.failures))
     return result
+
+
+def _seed(folder: Path, files: dict[str, str]) -> None:
+    """Write a task's memory files into its memory folder, private as memory's own are."""
+    for rel, content in files.items():
+        path = folder / rel
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+        path.chmod(0o600)
 
 
 def run_suite(

@@ -3,13 +3,17 @@
 ::
 
     name: basic
+    memory: false               # optional: run every task with memory on (see below)
     tasks:
       - id: count-lines
         prompt: How many lines are in notes.txt?
         files: {notes.txt: "a\\nb\\n"}
         max_steps: 6            # optional
+        memory: {MEMORY.md: "- my cat is Pixel\n"}  # optional: memory files it starts with
+        before: ["Remember that my cat is called Pixel."]  # optional: sent first, each in
+                                # a fresh session of its own, so only memory carries them
         family: count           # optional: the task family, for training filters
-        check:                  # every part given must hold
+        check:                  # every part given must hold (only the prompt's run is checked)
           answer_regex: '\\b2\\b'  # searched in the final answer
           files: {out.txt: 'x'} # the regex must match the whole file
           absent: [old.txt]     # these paths must not exist
@@ -63,17 +67,25 @@ class Task(BaseModel):
     prompt: str = Field(min_length=1)
     files: dict[str, str] = Field(default_factory=dict)
     max_steps: int | None = Field(default=None, ge=1)
+    # Memory files (relative to the memory folder) the task starts with, and messages sent
+    # before the prompt, each in a fresh session. Either runs the task with memory on.
+    memory: dict[str, str] = Field(default_factory=dict)
+    before: list[str] = Field(default_factory=list)
     # The task family (a generator's name, or any label a suite gives): traces record it, so
     # `agent train --from-traces --family F` can pick one family's graded runs.
     family: str | None = None
     check: Check
 
-    @field_validator("files")
+    @field_validator("files", "memory")
     @classmethod
     def _paths_are_relative(cls, value: dict[str, str]) -> dict[str, str]:
         for path in value:
             _relative(path)
         return value
+
+    @property
+    def uses_memory(self) -> bool:
+        return bool(self.memory or self.before)
 
 
 class Suite(BaseModel):
@@ -82,6 +94,9 @@ class Suite(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
+    # Every task runs with memory on, over an empty memory folder of its own (a task's
+    # ``memory`` or ``before`` turns it on for that task alone).
+    memory: bool = False
     tasks: list[Task] = Field(min_length=1)
 
     @field_validator("tasks")

@@ -20,6 +20,13 @@ class MemorySettings(BaseModel):
         ge=0,
         description="at most this many characters of memory in every system prompt (0: none)",
     )
+    user_words: bool | None = Field(
+        default=None,
+        description=(
+            "remember stores the fact in the user's own words and recall searches with the "
+            "user's question (unset: on for the small-model profile)"
+        ),
+    )
     folder: Path | None = Field(
         default=None,
         description="where memory and its session index live (unset: memory/ in the data folder)",

@@ -9,6 +9,7 @@ with where that content came from, stays out of the system prompt, and comes bac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -25,6 +26,13 @@ from skills.memory.config import MemorySettings
 from skills.memory.recall import rank
 from skills.memory.session_index import Hit, SessionIndex
 from skills.memory.store import MAX_ENTRY, Entry, MemoryStore
+from skills.memory.user_words import (
+    asks_about_user,
+    asks_to_remember,
+    fact_clause,
+    kept_text,
+    this_turn_request,
+)
 from skills.skill import DefaultRules
 
 MEMORY_RULES = DefaultRules(
@@ -34,19 +42,13 @@ MEMORY_RULES = DefaultRules(
 MEMORY_CONSEQUENTIAL = {"memory.remember": ["text"], "memory.forget": ["query"]}
 # Tools the small-model profile does not show its narrow model (see cli/wiring.py).
 NOT_FOR_SMALL_MODELS = ("forget", "search_sessions")
-# The phrases that offer a memory tool to the small model; its descriptions share words with
-# everyday chat ("today", "help"), and a small model calls whatever it is offered.
-SMALL_MODEL_CUES: dict[str, tuple[str, ...]] = {
-    "remember": ("remember", "my name is", "note that", "don't forget", "keep in mind"),
-    "recall": (
-        "remember",
-        "recall",
-        "my name",
-        "who am i",
-        "about me",
-        "did i tell you",
-        "did i say",
-    ),
+# What offers a memory tool to the small model: its descriptions share words with everyday
+# chat ("today", "help"), and a small model calls whatever it is offered. A request to keep a
+# fact offers `remember`, a question about what the user told offers `recall`; never both,
+# and each alone (cli/wiring.py): the cue says the message is memory's.
+SMALL_MODEL_CUES: dict[str, Callable[[str], bool]] = {
+    "remember": asks_to_remember,
+    "recall": asks_about_user,
 }
 INDEX_FILE = "sessions-index.sqlite3"
 MAX_RECALLED = 8
@@ -80,6 +82,7 @@ def make_memory_tools(context: SkillContext) -> list[Tool]:
         return []
     store = MemoryStore(memory_folder(context.data_dir, settings))
     index = session_index(context.data_dir, context.options.get("sessions_dir"), settings)
+    own_words = bool(settings.user_words)
 
     def remember(
         text: Annotated[
@@ -93,7 +96,8 @@ def make_memory_tools(context: SkillContext) -> list[Tool]:
         """Remember something for later conversations: a fact, who the user is, a preference or
         a standing instruction (kind profile), or a note for today."""
         source = untrusted_source()
-        entry = store.add(text, kind, source)
+        clause = fact_clause(request) if own_words and (request := user_request()) else None
+        entry = store.add(kept_text(text, clause) if clause else text, kind, source)
         marked = f" (marked as coming from {source})" if source else ""
         return f"remembered in {entry.file}{marked}: {entry.text}"
 
@@ -103,6 +107,8 @@ def make_memory_tools(context: SkillContext) -> list[Tool]:
         """Recall what you know about the user from earlier conversations: their name, what
         they like, their instructions, facts and notes."""
         entries = store.entries()
+        if own_words and (request := user_request()):
+            query = f"{query} {request}"  # the question names what it asks better than a 135M
         found = (
             rank(entries, query, MAX_RECALLED)
             if query.strip()
@@ -141,6 +147,12 @@ def make_memory_tools(context: SkillContext) -> list[Tool]:
         with_rule(function_tool(forget), "memory.forget", "other"),
         with_rule(function_tool(search_sessions), "memory.search", "read"),
     ]
+
+
+def user_request() -> str | None:
+    """The user's message this run's turn began with (None outside a run)."""
+    run = current_run()
+    return this_turn_request(run.messages) if run is not None else None
 
 
 def untrusted_source() -> str:

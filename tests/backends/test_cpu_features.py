@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.local import cpu_features
 from backends.llamacpp.backend import default_extra_buffers
+from backends.local import cpu_features
 from backends.training.cpu import native_bf16
 
 X86 = """processor\t: 0

@@ -1,9 +1,12 @@
-"""A 300-message Telegram chat on the bundled model keeps answering: compaction at work.
+"""A 300-message Telegram chat on the bundled model keeps answering and, asked at the end,
+says back the name given in message 3: compaction and memory at work.
 
 The real gateway, the real python-telegram-bot client against the local Bot API server, and the
 real bundled model (llama.cpp, small-model profile, shipped adapter) on a 2048-token context, so
 that the chat passes its budget many times over. Without compaction the backend would refuse
-every message after the first few dozen ("more than the model's context").
+every message after the first few dozen ("more than the model's context"). The name reaches
+the last answer through memory: the small profile stores the user's own words when told a fact
+about the user, and offers `recall` for a question about the user.
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ def test_a_300_message_chat_keeps_answering_and_keeps_its_first_facts(
     # The fact from message 3 is in what the model was sent for message 299.
     assert "Zorblat" in (session.summary or "") and "Pixel" in (session.summary or "")
     assert session.compacted < len(session.messages) - 2
+    # And the model itself says it back.
+    assert "Zorblat" in replies[-1], replies[-1]
 
 
 def answers(fake: FakeTelegram) -> list[str]:

@@ -202,3 +202,48 @@ def test_a_task_never_sees_the_users_memory(tmp_path: Path) -> None:
     assert "Zorblat" not in result.answer  # the tool ran over the task's own empty memory
     system = variant.backend.requests[0].messages[0].content  # type: ignore[attr-defined]
     assert "Zorblat" not in str(system)
+
+
+def test_before_messages_and_memory_files_reach_the_prompt_only_through_memory(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(  # as `agent eval` loads them: memory off unless a task has its own
+        {"backend": "fake", "profile": "standard", "skills": ["memory"], "memory.enabled": False}
+    )
+
+    def remembers_then_recalls(request: ChatRequest) -> AssistantMessage:
+        task = str(next(m.content for m in request.messages if m.role == "user"))
+        seen = [m for m in request.messages if m.role == "tool"]
+        if seen:
+            return AssistantMessage(content=f"recalled: {seen[-1].content}")
+        if task.startswith("Remember"):
+            return AssistantMessage(tool_calls=[ToolCall.make("remember", {"text": task[14:]})])
+        return AssistantMessage(tool_calls=[ToolCall.make("recall", {"query": "called"})])
+
+    suite_path = tmp_path / "memory.yaml"
+    suite_path.write_text(
+        "name: memory\ntasks:\n"
+        "  - id: told\n    before: ['Remember that my cat is called Pixel']\n"
+        "    prompt: What is my cat called?\n    check: {answer_regex: 'Pixel'}\n"
+        '  - id: kept\n    memory: {USER.md: "- 2026-11-20: my dog is called Biscuit\\n"}\n'
+        "    prompt: What is my dog called?\n    check: {answer_regex: 'Biscuit'}\n"
+        "  - id: forgets\n    prompt: What is my cat called?\n"
+        "    check: {answer_regex: 'Pixel'}\n",
+        encoding="utf-8",
+    )
+    answers = [remembers_then_recalls] * 20
+    variant = Variant("rr", settings, FakeBackend(answers))  # type: ignore[arg-type]
+    run_suite(load_suite(suite_path), [variant])
+    results = {r.task: r for r in variant.results}
+    assert results["told"].passed, results["told"].failures
+    assert results["told"].steps == 2  # the prompt's run alone: recall, then the answer
+    assert results["kept"].passed, results["kept"].failures
+    # A task without memory of its own runs with memory off: nothing leaks from another task.
+    assert not results["forgets"].passed
+    # Each request of the second conversation saw only the user message it began with.
+    prompts = [
+        [m.content for m in r.messages if m.role == "user"]
+        for r in variant.backend.requests  # type: ignore[attr-defined]
+    ]
+    assert ["What is my cat called?"] in prompts
+    assert not any(len(p) > 1 for p in prompts)

@@ -207,5 +207,8 @@ def test_the_small_models_selector_reaches_recall_and_remember(tmp_path: Path) -
     # phrases, "Thanks, that is all for today!" once called remember with the thanks.
     assert not {"recall", "remember"} & shown("Thanks, that is all for today!")
     assert "remember" in shown("My name is Zorblat")
+    # A cue says the message is memory's: no file tool is offered beside the memory tool.
+    assert shown("Do you remember my sister's name?") == {"recall", "answer"}
+    assert shown("Please note that my car is a blue Skoda.") == {"remember", "answer"}
     # forget and search_sessions are left to larger models: never shown to the small one.
     assert not {"forget", "search_sessions"} & shown("forget my cat; search sessions for Pixel")
