@@ -78,7 +78,10 @@ def asks_about_user(text: str) -> bool:
     """Whether the message asks what the user told before (not about a file)."""
     if _FILE_NAME.search(text) or _WORKSPACE.search(text):
         return False
-    return is_question(text) and bool(_ABOUT_USER.search(text))
+    # The question itself speaks of the user: "I saw `uptime` in a guide. What does it do?"
+    # asks about a command, not about what the user told.
+    asked = [s for s in _SENTENCE.split(text.strip()) if s and is_question(s)]
+    return any(_ABOUT_USER.search(s) for s in asked)
 
 
 def fact_clause(text: str) -> str | None:

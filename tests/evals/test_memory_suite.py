@@ -13,7 +13,7 @@ from backends.fake import FakeBackend
 from cli.approvals import AutoApprover
 from cli.config import load_settings
 from cli.evals.suite import load_suite
-from cli.wiring import build_loop, build_toolbox
+from cli.wiring import build_loop, settings_toolbox
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def test_memory_on_changes_no_request_of_the_other_suites(name: str, tmp_path: P
                 "sandbox.backend": "off",
             }
         )
-        loop = build_loop(settings, FakeBackend(), build_toolbox(settings, AutoApprover()))
+        loop = build_loop(settings, FakeBackend(), settings_toolbox(settings, AutoApprover()))
         assert loop.select_tools is not None
         specs = loop.toolbox.specs()
         assert any(s.function.name == "recall" for s in specs) is memory

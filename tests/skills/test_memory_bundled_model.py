@@ -15,7 +15,7 @@ from agent.events import FinalEvent
 from agent.session import Session
 from cli.approvals import AutoApprover
 from cli.config import load_settings
-from cli.wiring import build_backend, build_loop, build_toolbox, run_traced
+from cli.wiring import build_backend, build_loop, run_traced, settings_toolbox
 from skills.memory.store import MemoryStore
 
 pytest.importorskip("llama_cpp", reason="the bundled model's backend (installed by the README)")
@@ -37,7 +37,7 @@ def test_a_fact_told_once_is_said_back_in_later_conversations(tmp_path: Path) ->
     backend = build_backend(settings)
 
     def say(text: str) -> str:
-        loop = build_loop(settings, backend, build_toolbox(settings, AutoApprover()))
+        loop = build_loop(settings, backend, settings_toolbox(settings, AutoApprover()))
         finals = [
             e for e in run_traced(settings, loop, Session(), text) if isinstance(e, FinalEvent)
         ]
