@@ -5,12 +5,15 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from agent.errors import UserError
 from cli.console import SafeConsole
+
+if TYPE_CHECKING:
+    from cli.config import Settings
 
 SERVE_INSTALL_HINT = "pip install 'clawloop[serve]'"
 API_KEY_ENV = "CLAWLOOP_SERVE_API_KEY"
@@ -72,7 +75,7 @@ def serve(
     # A server is one long-running process whose prefix cache stays warm in memory: the disk
     # cache would only add a copy of every new prompt's blocks to the step loop (unless asked).
     settings.setdefault("disk_cache", False)
-    path = model or (options.model if options else None)
+    path = served_model(model, config)
     loaded = load_engine(path, chosen, **settings)
     model_id = _model_id(loaded.path)
     server = Server(loaded, model_id, key)
@@ -89,6 +92,18 @@ def serve(
         uvicorn.run(server.app(), host=host, port=port, log_level="warning", access_log=False)
     finally:
         loaded.engine.close()
+
+
+def served_model(flag: str | None, config: Settings) -> str | None:
+    """The model file `agent serve` loads, as `agent run -b engine` would: the flag, else the
+    config's ``model`` (or CLAWLOOP_MODEL) when the configured backend is the engine (for
+    another backend it names that backend's model), else the engine table's; None: bundled."""
+    if flag:
+        return flag
+    if config.backend == "engine" and config.model:
+        return config.model
+    options = config.backends.get("engine")
+    return options.model if options else None
 
 
 def _model_id(path: Path) -> str:
