@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.messages import AssistantMessage, ChatRequest, ToolCall
@@ -29,6 +29,8 @@ class GoldRun:
 
     result: TaskResult
     examples: list[dict[str, Any]]
+    # Each request the loop sent, with the turn the scripted model gave to it.
+    steps: list[tuple[ChatRequest, AssistantMessage]] = field(default_factory=list)
 
 
 def gold_turns(gold: Generated) -> list[AssistantMessage]:
@@ -119,7 +121,7 @@ def run_gold(
         if progress is not None:
             progress(result)
         steps = list(zip(backend.requests, turns, strict=False))
-        yield GoldRun(result, run_example(steps) if result.passed else [])
+        yield GoldRun(result, run_example(steps) if result.passed else [], steps)
 
 
 def example_lines(runs: Iterator[GoldRun]) -> Iterator[str]:

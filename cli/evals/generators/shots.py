@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
-from backends.fake import FakeBackend
 from cli.config import Settings, load_settings
 from cli.evals.generators.curriculum import generate
 from cli.evals.generators.families import FAMILIES
-from cli.evals.generators.gold import gold_settings, gold_turns
-from cli.evals.runner import Variant, run_task
+from cli.evals.generators.gold import run_gold
 from cli.evals.suite import Task, load_suite
 
 RESULT_LINES = 6
@@ -62,22 +60,17 @@ def library_lines(
     left = set(leave_out)
     families = [f for f in FAMILIES if f not in left]
     made = generate(per_family * len(families), seed=seed, families=families, held_out=held_out)
-    settings = gold_settings(settings)
     settings = settings.model_copy(
         update={"small": settings.small.model_copy(update={"command_tool": True, "shots": 0})}
     )
-    suite = made.suite()
-    for task, gold in made.items:
-        turns = gold_turns(gold)
-        backend = FakeBackend(turns)
-        result = run_task(Variant("gold", settings, backend), suite, task, 0)
-        if not result.passed or not backend.requests:
+    for (_, gold), run in zip(made.items, run_gold(made, settings), strict=True):
+        if not run.result.passed or not run.steps:
             continue
-        messages = _solved(list(backend.requests[-1].messages), turns[-1])
+        request, answer = run.steps[-1]
         record: dict[str, Any] = {
             "family": gold.family,
-            "prompt": task.prompt,
-            "messages": [m.to_record() for m in messages],
+            "prompt": gold.prompt,
+            "messages": [m.to_record() for m in _solved(list(request.messages), answer)],
         }
         yield json.dumps(record, ensure_ascii=False)
 
