@@ -61,9 +61,9 @@ class _TimedStep:
 def profile(path: Path, weights: str | None, threads: int, prompt_len: int, new: int) -> None:
     import torch
 
-    import backends.engine.model_runner as model_runner
-    from backends.engine.llm_engine import LLMEngine
-    from backends.engine.params import SamplingParams
+    import backends.engine.model.model_runner as model_runner
+    from backends.engine.core.llm_engine import LLMEngine
+    from backends.engine.core.params import SamplingParams
 
     torch.set_num_threads(threads)
     runner = model_runner.ModelRunner(path, kv_cache_bytes=256 << 20, weights=weights)

@@ -63,7 +63,7 @@ def child(mode: str, target: int) -> dict[str, Any]:
     """One fresh process's figures for ``mode``: off, or on (the folder is XDG_CACHE_HOME's)."""
     start = time.perf_counter()
     from backends.engine.backend import load_engine
-    from backends.engine.params import SamplingParams
+    from backends.engine.core.params import SamplingParams
 
     loaded = load_engine(disk_cache=mode != "off", kv_cache_bytes=256 << 20)
     load_s = time.perf_counter() - start

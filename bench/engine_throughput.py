@@ -71,9 +71,9 @@ def run_engine(
 ) -> tuple[Row, float]:
     import torch
 
-    from backends.engine.llm_engine import LLMEngine
-    from backends.engine.model_runner import ModelRunner
-    from backends.engine.params import SamplingParams
+    from backends.engine.core.llm_engine import LLMEngine
+    from backends.engine.core.params import SamplingParams
+    from backends.engine.model.model_runner import ModelRunner
 
     dtype = getattr(torch, args.dtype) if args.dtype else None
     runner = ModelRunner(

@@ -6,8 +6,8 @@ For SmolLM2-135M's projection shapes (the fused q|k|v 960x576, o 576x576, gate|u
 down 576x1536, and the LM head 49152x576) at 1 to 1,024 activation rows, GFLOP/s of the median
 call: float32 ``F.linear`` (MKL's sgemm), float32 on oneDNN
 (``torch.ops.mkldnn._linear_pointwise`` over the plain weights, as
-``backends/engine/float32_gemm.py`` runs it off Intel CPUs), bfloat16 ``F.linear`` (oneDNN) in
-the fixed 64-row chunks that ``quant.FloatLinear`` runs for batch invariance, and the
+``backends/engine/weights/float32_gemm.py`` runs it off Intel CPUs), bfloat16 ``F.linear`` (oneDNN)
+in the fixed 64-row chunks that ``quant.FloatLinear`` runs for batch invariance, and the
 AVX512-BF16 kernel (``native/bf16_matmul.c``, where this CPU has it), with the kernel's largest
 difference from float64 over the same bfloat16 inputs relative to the largest output. Each call
 reads a different copy of the weights, enough copies to overflow the last-level cache.
@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from quant_kernels import kernel_args, median_ms, rotating
 
-from backends.engine.bf16_linear import bf16_kernel
-from backends.engine.quant import FloatLinear
+from backends.engine.weights.bf16_linear import bf16_kernel
+from backends.engine.weights.quant import FloatLinear
 
 SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536), (49152, 576)]
 ROWS = (1, 8, 16, 64, 256, 1024)

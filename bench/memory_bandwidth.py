@@ -1,7 +1,7 @@
 """This machine's memory bandwidth: a read sweep and the STREAM triad, in C, at a thread count.
 
 ``memory_bandwidth.c`` is compiled once with the flags the engine's own kernels use
-(``backends.engine.native.build.FLAGS``: -O3 -march=native -ffast-math -fopenmp) into
+(``backends.engine.weights.native.build.FLAGS``: -O3 -march=native -ffast-math -fopenmp) into
 clawloop's cache folder, and loaded with ctypes. Each figure is the best of ``reps`` sweeps
 (STREAM's convention: on a shared machine the best run is the one least disturbed), with the
 median beside it. Run by hand:
@@ -38,7 +38,7 @@ class Bandwidth:
 
 
 def _library() -> ctypes.CDLL:
-    from backends.engine.native.build import FLAGS
+    from backends.engine.weights.native.build import FLAGS
     from backends.local.cache_files import cache_root
     from backends.local.cpu_features import cpu_signature
 

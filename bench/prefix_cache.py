@@ -74,7 +74,7 @@ def turn_prompts(template: Any, tokenizer: Any, target_tokens: int) -> list[list
 
 def time_to_first_token(engine: Any, prompt: list[int], gen_tokens: int) -> tuple[float, int]:
     """Seconds until the first generated token, and the prompt tokens served from the cache."""
-    from backends.engine.params import SamplingParams
+    from backends.engine.core.params import SamplingParams
 
     start = time.perf_counter()
     request = engine.add_request(prompt, SamplingParams(temperature=0.0, max_tokens=gen_tokens))
@@ -106,8 +106,8 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from backends.engine.llm_engine import LLMEngine
-    from backends.engine.model_runner import ModelRunner
+    from backends.engine.core.llm_engine import LLMEngine
+    from backends.engine.model.model_runner import ModelRunner
     from backends.gguf.default_model import default_model_path
     from backends.local.chat_template import ChatTemplate
 

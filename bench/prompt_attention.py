@@ -17,8 +17,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from backends.engine.attention import NATIVE_MAX_ROWS, prompt_tiles
-from backends.engine.native.paged_decode import PagedDecode
+from backends.engine.model.attention import NATIVE_MAX_ROWS, prompt_tiles
+from backends.engine.weights.native.paged_decode import PagedDecode
 
 HEADS, KV_HEADS, DIM, BLOCK = 9, 3, 64, 16  # the bundled model's attention
 LAYERS = 30

@@ -33,7 +33,7 @@ def bytes_child(path: Path, weights: str, threads: int) -> tuple[StepBytes, str]
     """The model loaded as ``weights``: what one sequence's decode step reads."""
     import torch
 
-    from backends.engine.model_runner import ModelRunner
+    from backends.engine.model.model_runner import ModelRunner
 
     torch.set_num_threads(threads)
     runner = ModelRunner(path, kv_cache_bytes=64 << 20, weights=weights)
@@ -47,9 +47,9 @@ def batched_child(
     """Seconds per decode step with ``rows`` sequences decoding, each after ``prompt_len``."""
     import torch
 
-    from backends.engine.llm_engine import LLMEngine
-    from backends.engine.model_runner import ModelRunner
-    from backends.engine.params import SamplingParams
+    from backends.engine.core.llm_engine import LLMEngine
+    from backends.engine.core.params import SamplingParams
+    from backends.engine.model.model_runner import ModelRunner
 
     torch.set_num_threads(threads)
     runner = ModelRunner(path, weights=weights)

@@ -49,9 +49,9 @@ def _rss_mib() -> float:
 def engine_child(path: Path, weights: str, threads: int, prompt: list[int], new: int) -> Row:
     import torch
 
-    from backends.engine.llm_engine import LLMEngine
-    from backends.engine.model_runner import ModelRunner
-    from backends.engine.params import SamplingParams
+    from backends.engine.core.llm_engine import LLMEngine
+    from backends.engine.core.params import SamplingParams
+    from backends.engine.model.model_runner import ModelRunner
 
     torch.set_num_threads(threads)
     runner = ModelRunner(path, kv_cache_bytes=256 << 20, weights=weights)

@@ -39,8 +39,8 @@ def _size(*tensors: Any) -> int:
 
 def module_read_bytes(module: Any, rows: int = 1) -> int:
     """Bytes of weights a step of ``rows`` rows reads through ``module``."""
-    from backends.engine.bf16_linear import Bf16Linear
-    from backends.engine.quant import (
+    from backends.engine.weights.bf16_linear import Bf16Linear
+    from backends.engine.weights.quant import (
         DualLinear,
         FloatLinear,
         Int4Linear,

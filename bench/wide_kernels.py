@@ -10,7 +10,7 @@ float32 ``F.linear`` over the dequantized weights, the group kernel
 GOP/s, and the wide kernel's largest difference from float32 relative to the largest output.
 Each call reads a different copy of the weights, enough copies to overflow the last-level
 cache, as a decode step that reads every layer once does. The engine's choice of
-kernel by row count (``backends/engine/wide_groups.py``) rests on these figures.
+kernel by row count (``backends/engine/weights/wide_groups.py``) rests on these figures.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from quant_kernels import kernel_args, median_ms, rotating
 
-from backends.engine.native.group_matmul import GroupMatmul
-from backends.engine.native.wide_matmul import WideMatmul
+from backends.engine.weights.native.group_matmul import GroupMatmul
+from backends.engine.weights.native.wide_matmul import WideMatmul
 
 SHAPES = [(960, 576, 4), (576, 576, 4), (3072, 576, 4), (576, 1536, 4), (49152, 576, 8)]
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 512)

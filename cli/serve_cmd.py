@@ -52,7 +52,7 @@ def serve(
     try:
         import uvicorn
 
-        from backends.serve.app import Server
+        from backends.engine.serve.app import Server
     except ImportError as exc:
         raise UserError(f"agent serve needs {exc.name}: run {SERVE_INSTALL_HINT}") from None
     from backends.engine.backend import load_engine

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import ConfigError, UserError
 from agent.messages import ChatRequest, ToolSpec, Usage
-from backends.engine.llm_engine import GenerationDelta, LLMEngine
-from backends.engine.params import SamplingParams
+from backends.engine.core.llm_engine import GenerationDelta, LLMEngine
+from backends.engine.core.params import SamplingParams
 from backends.local.tool_format import HERMES, ToolCallFormat
 
 if TYPE_CHECKING:
@@ -208,8 +208,8 @@ def _load_engine(
 ) -> tuple[LLMEngine, Any]:
     import torch
 
-    from backends.engine.constraint import ConstraintFactory
-    from backends.engine.model_runner import ModelRunner
+    from backends.engine.model.constraint import ConstraintFactory
+    from backends.engine.model.model_runner import ModelRunner
 
     runner = ModelRunner(
         path,
@@ -225,7 +225,7 @@ def _load_engine(
     constraints = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
     disk = None
     if settings.disk_cache_on(runner.device):
-        from backends.engine.disk_cache import open_disk_cache
+        from backends.engine.model.kv_transfer import open_disk_cache
 
         disk = open_disk_cache(runner, path, adapter, settings.disk_cache_mib << 20)
     return LLMEngine(runner, disk_cache=disk, **settings.engine_kwargs()), constraints

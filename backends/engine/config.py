@@ -48,7 +48,7 @@ def read_config(path: Path) -> ModelConfig:
     if path.is_dir():
         return config_from_hf(json.loads(_config_json(path).read_text()))
     if path.is_file():
-        from backends.engine.gguf_weights import open_gguf
+        from backends.engine.weights.gguf_weights import open_gguf
 
         return config_from_gguf(open_gguf(path))
     raise UserError(f"model path {path} does not exist: pass a .gguf file or a Hugging Face folder")
@@ -106,7 +106,7 @@ def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
 def config_from_gguf(reader: Any) -> ModelConfig:
     """Build a ModelConfig from a GGUF file's parsed header (``gguf_weights.open_gguf``:
     metadata and tensor names only)."""
-    from backends.engine.gguf_weights import field_value
+    from backends.engine.weights.gguf_weights import field_value
 
     arch = str(field_value(reader, "general.architecture", ""))
     _check_arch(arch, "GGUF file")

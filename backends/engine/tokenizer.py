@@ -128,7 +128,7 @@ class EngineTokenizer:
 
 def tokenizer_from_gguf(reader: Any) -> EngineTokenizer:
     """Rebuild the tokenizer llama.cpp would use from a GGUF file's tokenizer.ggml.* metadata."""
-    from backends.engine.gguf_weights import field_value
+    from backends.engine.weights.gguf_weights import field_value
 
     model = field_value(reader, "tokenizer.ggml.model")
     tokens: list[str] = field_value(reader, "tokenizer.ggml.tokens") or []
@@ -309,6 +309,6 @@ def load_tokenizer(path: Path) -> EngineTokenizer:
     path = Path(path).expanduser()
     if path.is_dir():
         return tokenizer_from_folder(path)
-    from backends.engine.gguf_weights import open_gguf
+    from backends.engine.weights.gguf_weights import open_gguf
 
     return tokenizer_from_gguf(open_gguf(path))

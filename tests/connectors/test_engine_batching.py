@@ -116,8 +116,8 @@ def test_two_chats_turns_share_the_engines_forward_passes(
 ) -> None:
     from backends.base import LocalBackend
     from backends.engine.backend import EngineDecoder
-    from backends.engine.llm_engine import LLMEngine
-    from backends.engine.model_runner import ModelRunner
+    from backends.engine.core.llm_engine import LLMEngine
+    from backends.engine.model.model_runner import ModelRunner
     from backends.local.chat_template import ChatTemplate
 
     folder = write_tiny_model(tmp_path / "tiny")

@@ -12,8 +12,8 @@ import random
 import time
 from array import array
 
-from backends.engine.batch import StepBatch
-from backends.engine.params import SamplingParams
+from backends.engine.core.batch import StepBatch
+from backends.engine.core.params import SamplingParams
 
 EOS = 256
 SPECIAL = 257  # never sampled, decodes to nothing

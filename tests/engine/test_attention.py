@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from backends.engine.attention import (
+from backends.engine.model.attention import (
     paged_attention_reference,
     plan_cpu_attention,
     store_kv_reference,

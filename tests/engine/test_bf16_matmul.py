@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backends.engine.bf16_linear import Bf16Linear, bf16_kernel
-from backends.engine.native.bf16_matmul import Bf16Matmul
+from backends.engine.weights.bf16_linear import Bf16Linear, bf16_kernel
+from backends.engine.weights.native.bf16_matmul import Bf16Matmul
 
 
 @pytest.fixture(scope="module")

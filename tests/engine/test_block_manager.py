@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from backends.engine import block_manager as bm_module
-from backends.engine.block_manager import BlockManager, hash_block
-from backends.engine.params import SamplingParams
-from backends.engine.sequence import Sequence
+from backends.engine.core import block_manager as bm_module
+from backends.engine.core.block_manager import BlockManager, hash_block
+from backends.engine.core.params import SamplingParams
+from backends.engine.core.sequence import Sequence
 
 
 def make_seq(seq_id: int, tokens: list[int]) -> Sequence:

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.params import SamplingParams
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.core.params import SamplingParams
 
 BLOCK_SIZE = 4
 NUM_BLOCKS = 16  # 64 token slots: small enough that preemption and eviction happen all the time

@@ -17,14 +17,14 @@ import torch
 import xgrammar as xgr
 
 from agent.messages import FunctionSpec, ToolSpec
-from backends.engine.constraint import (
+from backends.engine.model.constraint import (
     ConstraintFactory,
     TokenConstraint,
     _vocab_type,
     build_tokenizer_info,
     fill_bitmasks,
 )
-from backends.engine.sampler import unpack_bitmask
+from backends.engine.model.sampler import unpack_bitmask
 
 VOCAB = 49152
 TOOLS = [
@@ -369,8 +369,8 @@ def test_xgrammar_loads_without_transformers_and_leaves_the_real_one_importable(
     script = """
 import sys
 from backends.gguf.default_model import default_model_path
-from backends.engine.constraint import ConstraintFactory, _xgrammar
-from backends.engine.gguf_weights import open_gguf
+from backends.engine.model.constraint import ConstraintFactory, _xgrammar
+from backends.engine.weights.gguf_weights import open_gguf
 from backends.engine.tokenizer import tokenizer_from_gguf
 from agent.messages import FunctionSpec, ToolSpec
 

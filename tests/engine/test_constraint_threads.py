@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from agent.messages import FunctionSpec, ToolSpec
-from backends.engine.constraint import ConstraintFactory, TokenConstraint
+from backends.engine.model.constraint import ConstraintFactory, TokenConstraint
 
 
 def test_concurrent_callers_share_the_cache_safely() -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from fake_runner import FakeRunner, reference_generate
 
-from backends.engine.disk_cache import _HEADER, DiskKVCache
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.params import SamplingParams
+from backends.engine.core.disk_cache import _HEADER, DiskKVCache
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.core.params import SamplingParams
 
 BLOCK = 4
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
@@ -123,7 +123,7 @@ def test_a_bad_file_is_a_miss_and_the_output_stays_right(tmp_path: Path, damage:
 
 
 def _hashes(engine: LLMEngine, prompt: list[int]) -> list[int]:
-    from backends.engine.sequence import Sequence
+    from backends.engine.core.sequence import Sequence
 
     seq = Sequence.new(-1, prompt, GREEDY)
     return [engine.block_manager.block_hash(seq, i) for i in range(len(prompt) // BLOCK)]
@@ -166,7 +166,7 @@ def test_a_dead_writers_temp_files_are_removed(tmp_path: Path) -> None:
 
 
 def test_the_writer_backlog_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import backends.engine.disk_cache as disk_cache
+    import backends.engine.core.disk_cache as disk_cache
 
     monkeypatch.setattr(disk_cache, "MAX_PENDING_BYTES", 3 * 16 * BLOCK)
     batch = prompts(1)

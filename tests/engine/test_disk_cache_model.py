@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import torch
 
-from backends.engine.disk_cache import gather_blocks, open_disk_cache, scatter_blocks
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.model_runner import ModelRunner
-from backends.engine.params import SamplingParams
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.core.params import SamplingParams
+from backends.engine.model.kv_transfer import gather_blocks, open_disk_cache, scatter_blocks
+from backends.engine.model.model_runner import ModelRunner
 from backends.gguf.default_model import default_model_path
 
 pytestmark = pytest.mark.slow
@@ -77,7 +77,7 @@ def test_greedy_tokens_with_disk_hits_equal_a_cold_run(runner: Any, tmp_path: Pa
 
 
 def _hash_of(engine: LLMEngine, prompt: list[int], index: int) -> int:
-    from backends.engine.sequence import Sequence
+    from backends.engine.core.sequence import Sequence
 
     return engine.block_manager.block_hash(Sequence.new(-1, prompt, GREEDY), index)
 
@@ -121,7 +121,7 @@ def test_the_key_pins_model_adapter_weights_and_dtype(runner: Any, tmp_path: Pat
 CHILD = """
 import json, sys
 from backends.engine.backend import load_engine
-from backends.engine.params import SamplingParams
+from backends.engine.core.params import SamplingParams
 loaded = load_engine(kv_cache_bytes=32 << 20)
 prompt = loaded.tokenizer.encode(sys.argv[1])
 [result] = loaded.engine.generate([prompt], SamplingParams(temperature=0.0, max_tokens=12))

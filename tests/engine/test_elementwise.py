@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from backends.engine.native.elementwise import Elementwise
+from backends.engine.weights.native.elementwise import Elementwise
 
 ops = Elementwise.available()
 pytestmark = pytest.mark.skipif(ops is None, reason="no C compiler")

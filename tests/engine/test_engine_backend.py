@@ -12,8 +12,8 @@ from fake_runner import FakeRunner, FakeTokenizer, reference_generate
 
 from agent.messages import ChatRequest, FunctionSpec, ToolSpec, UserMessage
 from backends.engine.backend import EngineDecoder, sampling_params_for
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.params import SamplingParams
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.core.params import SamplingParams
 
 
 def request(**fields: object) -> ChatRequest:
@@ -22,7 +22,7 @@ def request(**fields: object) -> ChatRequest:
 
 def test_engine_modules_import_no_torch() -> None:
     code = (
-        "import sys, backends.engine, backends.engine.llm_engine, backends.engine.backend,"
+        "import sys, backends.engine, backends.engine.core.llm_engine, backends.engine.backend,"
         " backends.engine.plan, cli.engine_cmd; print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -142,7 +142,7 @@ def test_concurrent_conversations_share_the_engine(decoder: EngineDecoder) -> No
 def real_backend() -> object:
     pytest.importorskip("torch")
     pytest.importorskip("backends.local.chat_template", reason="needs the chat template")
-    pytest.importorskip("backends.engine.model_runner", reason="needs the model runner")
+    pytest.importorskip("backends.engine.model.model_runner", reason="needs the model runner")
     from agent.errors import UserError
     from backends.engine.backend import make_engine_backend
     from backends.gguf.default_model import default_model_path

@@ -9,10 +9,10 @@ import pytest
 from fake_runner import FakeRunner, reference_generate
 
 from agent.errors import ConfigError
-from backends.engine.batch import StepBatch
 from backends.engine.config import EngineSettings
-from backends.engine.llm_engine import GenerationResult, LLMEngine
-from backends.engine.params import SamplingParams
+from backends.engine.core.batch import StepBatch
+from backends.engine.core.llm_engine import GenerationResult, LLMEngine
+from backends.engine.core.params import SamplingParams
 
 
 class GatedRunner(FakeRunner):

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import torch
 
-from backends.engine.model_runner import ModelRunner
-from backends.engine.quant import DualLinear, Int4Linear, Int8GroupLinear
+from backends.engine.model.model_runner import ModelRunner
+from backends.engine.weights.quant import DualLinear, Int4Linear, Int8GroupLinear
 from backends.gguf.default_model import SHIPPED_ADAPTER, default_model_path
 from tests.engine.test_model_runner import BLOCK, Driver, prompt, recorded_logits
 
@@ -170,7 +170,7 @@ def test_int4_decode_fuses_whole_decode_batches_only_on_the_wide_layout() -> Non
     """int4-decode over 4-bit groups: decode steps of up to 64 rows run fused where the groups have
     the wide layout (its PyTorch layers keep DualLinear's 16 rows, so prompts keep float32 GEMM),
     16 elsewhere."""
-    from backends.engine.quant import DUAL_MAX_ROWS, WIDE_DUAL_MAX_ROWS
+    from backends.engine.weights.quant import DUAL_MAX_ROWS, WIDE_DUAL_MAX_ROWS
 
     runner = make_runner("int4-decode", adapter=False)
     assert runner._fused is not None

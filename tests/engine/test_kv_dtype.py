@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from agent.errors import UserError
-from backends.engine.model_runner import ModelRunner, default_kv_dtype
-from backends.engine.native.paged_decode import PagedDecode
+from backends.engine.model.model_runner import ModelRunner, default_kv_dtype
+from backends.engine.weights.native.paged_decode import PagedDecode
 from backends.gguf.default_model import default_model_path
 
 

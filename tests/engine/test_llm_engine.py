@@ -9,10 +9,10 @@ import pytest
 from fake_runner import EOS, FakeRunner, FakeTokenizer, next_token, reference_generate
 
 from agent.errors import UserError
-from backends.engine.batch import StepBatch
-from backends.engine.detokenize import IncrementalDetokenizer, StopStringMatcher
-from backends.engine.llm_engine import GenerationDelta, GenerationResult, LLMEngine
-from backends.engine.params import SamplingParams
+from backends.engine.core.batch import StepBatch
+from backends.engine.core.detokenize import IncrementalDetokenizer, StopStringMatcher
+from backends.engine.core.llm_engine import GenerationDelta, GenerationResult, LLMEngine
+from backends.engine.core.params import SamplingParams
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
 SEEDED = SamplingParams(temperature=0.8, seed=123, max_tokens=24)
@@ -328,7 +328,7 @@ def test_stop_matcher_holds_back_possible_prefixes() -> None:
 @pytest.mark.slow
 def test_real_model_greedy_tokens_do_not_depend_on_batching_preemption_or_cache() -> None:
     pytest.importorskip("torch")
-    model_runner = pytest.importorskip("backends.engine.model_runner")
+    model_runner = pytest.importorskip("backends.engine.model.model_runner")
     from backends.gguf.default_model import default_model_path
 
     try:

@@ -12,8 +12,8 @@ import torch
 
 from agent.errors import UserError
 from backends.engine.config import read_config
-from backends.engine.gguf_weights import dequantize_tensor, open_gguf
-from backends.engine.loader import load_model
+from backends.engine.model.loader import load_model
+from backends.engine.weights.gguf_weights import dequantize_tensor, open_gguf
 from backends.gguf.default_model import default_model_path
 
 Q = gguf.GGMLQuantizationType
@@ -152,8 +152,8 @@ def write_tiny_model(folder: Path, variant: str) -> Path:
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_hf_folder_matches_transformers(tmp_path: Path, variant: str) -> None:
     transformers = pytest.importorskip("transformers")
-    from backends.engine.attention import plan_cpu_attention
-    from backends.engine.model_runner import StoreThenAttend
+    from backends.engine.model.attention import plan_cpu_attention
+    from backends.engine.model.model_runner import StoreThenAttend
 
     folder = write_tiny_model(tmp_path / variant, variant)
     loaded = load_model(folder, weights="float32")
@@ -176,8 +176,8 @@ def test_hf_folder_matches_transformers(tmp_path: Path, variant: str) -> None:
 def test_kept_rows_get_their_own_hidden_states_and_every_token_is_cached(tmp_path: Path) -> None:
     """``keep``: the last layer runs its projection and MLP on the kept rows alone; their hidden
     states are those of the full forward, and every token's keys and values are still stored."""
-    from backends.engine.attention import plan_cpu_attention
-    from backends.engine.model_runner import StoreThenAttend
+    from backends.engine.model.attention import plan_cpu_attention
+    from backends.engine.model.model_runner import StoreThenAttend
 
     loaded = load_model(write_tiny_model(tmp_path / "tiny", "llama"), weights="float32")
     config = loaded.config

@@ -15,7 +15,7 @@ import pytest
 import torch
 from greedy_reference import greedy_rows
 
-from backends.engine.model_runner import ModelRunner
+from backends.engine.model.model_runner import ModelRunner
 from backends.gguf.default_model import default_model_path
 
 try:  # the runner tests' scheduler stand-in, whether or not tests/ is a package

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import torch
 
-from backends.engine.model_runner import ModelRunner
-from backends.engine.quant import DualLinear
+from backends.engine.model.model_runner import ModelRunner
+from backends.engine.weights.quant import DualLinear
 from backends.gguf.default_model import default_model_path
 
 try:
-    from backends.engine.batch import StepBatch
-    from backends.engine.params import SamplingParams
+    from backends.engine.core.batch import StepBatch
+    from backends.engine.core.params import SamplingParams
 except ImportError:  # the scheduler side may not be installed: same fields as the engine contract
 
     @dataclass(slots=True)
@@ -280,7 +280,7 @@ def test_a_step_without_samples_returns_nothing(runner: ModelRunner) -> None:
 
 def test_kernel_signature_path_matches_cpu_plan(runner: ModelRunner) -> None:
     """The path the GPU kernels plug into, run here with the reference functions in their place."""
-    from backends.engine.attention import paged_attention_reference, store_kv_reference
+    from backends.engine.model.attention import paged_attention_reference, store_kv_reference
 
     texts = ["Name three colours.", "What is 2+2?"]
     results = []

@@ -13,15 +13,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from backends.engine.attention import (
+from backends.engine.model.attention import (
     paged_attention_reference,
     plan_cpu_attention,
     prompt_tiles,
 )
-from backends.engine.native import build
-from backends.engine.native.group_matmul import GroupMatmul
-from backends.engine.native.paged_decode import PagedDecode
-from backends.engine.quant import Int4Linear
+from backends.engine.weights.native import build
+from backends.engine.weights.native.group_matmul import GroupMatmul
+from backends.engine.weights.native.paged_decode import PagedDecode
+from backends.engine.weights.quant import Int4Linear
 
 needs_q4 = pytest.mark.skipif(GroupMatmul.available() is None, reason="no C compiler or no AVX2")
 needs_decode = pytest.mark.skipif(PagedDecode.available() is None, reason="no C compiler")

@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 
 from agent.errors import ConfigError, UserError
-from backends.engine.bf16_linear import Bf16Linear, bf16_kernel
 from backends.engine.config import EngineSettings
-from backends.engine.gguf_weights import dequantize_tensor, group_quantized, open_gguf
-from backends.engine.quant import (
+from backends.engine.weights.bf16_linear import Bf16Linear, bf16_kernel
+from backends.engine.weights.gguf_weights import dequantize_tensor, group_quantized, open_gguf
+from backends.engine.weights.quant import (
     FloatLinear,
     Int4Linear,
     Int8Linear,
@@ -87,7 +87,7 @@ def test_weight_choice_errors_name_the_fix() -> None:
 
 @pytest.mark.parametrize("weights", ["int8", "int4"])
 def test_a_q8_0_head_keeps_its_groups_under_the_quantized_choices(weights: str) -> None:
-    from backends.engine.quant import Int8GroupLinear, group_kernel, head_and_embedding
+    from backends.engine.weights.quant import Int8GroupLinear, group_kernel, head_and_embedding
 
     if group_kernel() is None:
         pytest.skip("the C kernels are not built here")
@@ -112,7 +112,7 @@ def test_a_q8_0_head_keeps_its_groups_under_the_quantized_choices(weights: str) 
 @pytest.mark.parametrize("rows", [0, 1, 17, 300])
 def test_float32_gemm_matches_f_linear_on_either_library(rows: int) -> None:
     """oneDNN off Intel CPUs, MKL on them: the same product up to the order of float sums."""
-    from backends.engine.float32_gemm import float32_linear
+    from backends.engine.weights.float32_gemm import float32_linear
 
     generator = torch.Generator().manual_seed(rows)
     x = torch.randn(rows, 576, generator=generator)

@@ -7,12 +7,17 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from backends.engine.sampler import _unpack_bitmask_torch, sample, seed_for_step, unpack_bitmask
+from backends.engine.model.sampler import (
+    _unpack_bitmask_torch,
+    sample,
+    seed_for_step,
+    unpack_bitmask,
+)
 
 
 @dataclass(slots=True)
 class Settings:
-    """Same fields as backends.engine.params.SamplingParams."""
+    """Same fields as backends.engine.core.params.SamplingParams."""
 
     temperature: float = 1.0
     top_k: int = 0

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from backends.engine.batch import build_step_batch
-from backends.engine.block_manager import BlockManager
-from backends.engine.params import SamplingParams
-from backends.engine.scheduler import Scheduler, SchedulerOutput
-from backends.engine.sequence import Sequence, SequenceStatus
+from backends.engine.core.batch import build_step_batch
+from backends.engine.core.block_manager import BlockManager
+from backends.engine.core.params import SamplingParams
+from backends.engine.core.scheduler import Scheduler, SchedulerOutput
+from backends.engine.core.sequence import Sequence, SequenceStatus
 
 
 def make(num_blocks: int = 32, block_size: int = 4, **kwargs: int) -> Scheduler:

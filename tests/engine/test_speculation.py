@@ -17,11 +17,11 @@ import torch
 from fake_runner import FakeRunner
 
 from agent.errors import UserError
-from backends.engine.batch import StepBatch
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.params import SamplingParams
-from backends.engine.speculation import SpeculationStats, propose_ngram
-from backends.engine.verify import verify
+from backends.engine.core.batch import StepBatch
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.core.params import SamplingParams
+from backends.engine.core.speculation import SpeculationStats, propose_ngram
+from backends.engine.model.verify import verify
 
 
 def test_longest_and_latest_match_wins() -> None:

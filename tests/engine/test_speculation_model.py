@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from agent.messages import FunctionSpec, ToolSpec, UserMessage
-from backends.engine.constraint import ConstraintFactory
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.model_runner import ModelRunner
-from backends.engine.params import SamplingParams
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.core.params import SamplingParams
+from backends.engine.model.constraint import ConstraintFactory
+from backends.engine.model.model_runner import ModelRunner
 from backends.gguf.default_model import default_model_path
 from backends.local.chat_template import ChatTemplate
 

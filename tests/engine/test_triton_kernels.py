@@ -25,8 +25,8 @@ if importlib.util.find_spec("triton") is None:
         allow_module_level=True,
     )
 
-from backends.engine.triton_attention import launch_meta, paged_attention
-from backends.engine.triton_store import store_kv
+from backends.engine.model.triton_attention import launch_meta, paged_attention
+from backends.engine.model.triton_store import store_kv
 
 HEADS, KV_HEADS, HEAD_DIM = 9, 3, 64
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def naive_paged_attention(
     context_lens: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
-    """Same signature as backends.engine.attention.paged_attention_reference, in float64."""
+    """Same signature as backends.engine.model.attention.paged_attention_reference, in float64."""
     out = torch.empty_like(q)
     block_size = k_cache.shape[1]
     group = q.shape[1] // k_cache.shape[2]
@@ -66,7 +66,7 @@ def naive_paged_attention(
 def reference() -> Attention:
     """The model code's reference when it is there, else the naive copy above."""
     try:
-        from backends.engine.attention import paged_attention_reference
+        from backends.engine.model.attention import paged_attention_reference
     except ImportError:
         return naive_paged_attention
     return paged_attention_reference
@@ -228,7 +228,7 @@ def compile_for_hopper(kernel: Any, types: dict[str, str], consts: dict[str, int
 
 def compile_all() -> None:
     """Compile both kernels for a Hopper GPU in a few shapes (run in a fresh interpreter)."""
-    from backends.engine import triton_attention, triton_store
+    from backends.engine.model import triton_attention, triton_store
 
     kernel = triton_attention._kernel()
     int_ptrs = {"block_tables_ptr", "query_start_ptr", "context_lens_ptr"}

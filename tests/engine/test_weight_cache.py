@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from agent.errors import UserError
-from backends.engine import loader, weight_cache
-from backends.engine.loader import load_model
+from backends.engine.model import loader
+from backends.engine.model.loader import load_model
+from backends.engine.weights import weight_cache
 from backends.gguf.default_model import default_model_path
 
 

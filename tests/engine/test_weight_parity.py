@@ -25,10 +25,10 @@ import pytest
 import torch
 from greedy_reference import greedy_rows
 
-from backends.engine.batch import StepBatch
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.model_runner import ModelRunner
-from backends.engine.params import SamplingParams
+from backends.engine.core.batch import StepBatch
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.core.params import SamplingParams
+from backends.engine.model.model_runner import ModelRunner
 from backends.gguf.default_model import default_model_path
 
 try:  # the runner tests' scheduler stand-in, whether or not tests/ is a package
@@ -100,8 +100,8 @@ def _chat(text: str) -> str:
 
 
 def _tokenizer() -> Any:
-    from backends.engine.gguf_weights import open_gguf
     from backends.engine.tokenizer import tokenizer_from_gguf
+    from backends.engine.weights.gguf_weights import open_gguf
 
     return tokenizer_from_gguf(open_gguf(default_model_path()))
 

@@ -11,10 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from backends.engine import loader, quant, wide_groups
-from backends.engine.native.group_matmul import GroupMatmul
-from backends.engine.native.wide_matmul import WideMatmul
-from backends.engine.quant import GroupQuantized, Int4Linear
+from backends.engine.model import loader
+from backends.engine.weights import quant, wide_groups
+from backends.engine.weights.native.group_matmul import GroupMatmul
+from backends.engine.weights.native.wide_matmul import WideMatmul
+from backends.engine.weights.quant import GroupQuantized, Int4Linear
 
 needs_wide = pytest.mark.skipif(
     WideMatmul.available() is None, reason="no C compiler or no AVX-512 VNNI"

@@ -117,8 +117,8 @@ def test_an_api_key_is_required_and_checked(tmp_path_factory: pytest.TempPathFac
 
 def test_an_engine_failure_mid_stream_is_an_error_event_then_done() -> None:
     pytest.importorskip("starlette")
-    from backends.serve.app import EventStream
-    from backends.serve.bridge import EngineFailed
+    from backends.engine.serve.app import EventStream
+    from backends.engine.serve.bridge import EngineFailed
 
     async def chunks() -> Any:
         yield {"choices": [{"index": 0, "delta": {"content": "hi"}}]}
