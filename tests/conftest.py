@@ -38,6 +38,53 @@ if STRICT:
     pytest.importorskip = _strict_importorskip  # type: ignore[assignment]
 
 
+def missing_requirements(dist: str = "clawloop", extra: str = "test") -> list[str]:
+    """The requirements of ``dist[extra]`` (extras of itself followed) not installed here, or
+    installed at a version the requirement excludes, each with the extra that needs it."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        texts = metadata.requires(dist) or []
+    except metadata.PackageNotFoundError:
+        return [f"{dist} itself (pip install -e '.[{extra}]')"]
+    missing: list[str] = []
+    todo, seen = [extra], set()
+    while todo:
+        wanted = todo.pop()
+        if wanted in seen:
+            continue
+        seen.add(wanted)
+        for requirement in map(Requirement, texts):
+            if requirement.marker is None or not requirement.marker.evaluate({"extra": wanted}):
+                continue
+            if canonicalize_name(requirement.name) == canonicalize_name(dist):
+                todo.extend(requirement.extras)
+                continue
+            try:
+                version = metadata.version(requirement.name)
+            except metadata.PackageNotFoundError:
+                missing.append(f"{requirement.name} (the [{wanted}] extra)")
+                continue
+            if not requirement.specifier.contains(version, prereleases=True):
+                missing.append(f"{requirement.name} {version}, not {requirement.specifier}")
+    return missing
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under strict skips, a [test] extra that did not fully install stops the run at once,
+    naming what is missing, rather than failing its tests one by one."""
+    if STRICT and (missing := missing_requirements()):
+        pytest.exit(
+            "CLAWLOOP_STRICT_SKIPS=1 and the [test] extra is not fully installed: missing "
+            + "; ".join(missing)
+            + ". Install it with: pip install -e '.[test]'",
+            returncode=3,
+        )
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
