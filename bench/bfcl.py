@@ -167,7 +167,7 @@ def make_backends(configs: list[str], threads: int | None) -> dict[str, LocalBac
 def answer_tool_spec() -> ToolSpec:
     """clawloop's own ``answer`` tool, as the ``simple`` skill defines it."""
     from agent.tools import tool_spec
-    from skills.context import SkillContext
+    from skills.context import Places, SkillContext
     from skills.simple import ANSWER_TOOL as NAME
     from skills.simple import make_simple_tools
 
@@ -176,7 +176,7 @@ def answer_tool_spec() -> ToolSpec:
         tempfile.TemporaryDirectory(prefix="clawloop-bfcl-data-") as data,
     ):
         # clawloop refuses a data folder inside the workspace, so the two are apart.
-        context = SkillContext.create(Path(folder), data_dir=Path(data), environ={})
+        context = SkillContext.create(Path(folder), places=Places(data_dir=Path(data)), environ={})
         tool = next(t for t in make_simple_tools(context) if t.name == NAME)
         return tool_spec(tool)
 
