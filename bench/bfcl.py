@@ -151,13 +151,15 @@ class FreeDecoder:
 def make_backends(configs: list[str], threads: int | None) -> dict[str, LocalBackend]:
     """One backend per configuration; the two of one model share its loaded weights."""
     from backends.gguf.default_model import SHIPPED_ADAPTER
-    from backends.llamacpp.backend import make_llamacpp_backend
+    from backends.llamacpp.backend import LlamaCppOptions, make_llamacpp_backend
 
     backends: dict[str, LocalBackend] = {}
     for name in configs:
         model, decoding = name.split("+")
         adapter = str(SHIPPED_ADAPTER) if model == "adapter" else "none"
-        backend = make_llamacpp_backend(adapter=adapter, threads=threads, disk_cache=False)
+        backend = make_llamacpp_backend(
+            options=LlamaCppOptions(threads=threads, disk_cache=False), adapter=adapter
+        )
         if decoding == "free":
             backend = LocalBackend(backend.name, backend.template, FreeDecoder(backend.decoder))
         backends[name] = backend
