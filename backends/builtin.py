@@ -39,17 +39,16 @@ def make_llamacpp(
     ``tool_first`` (start each turn with a tool call) defaults to on for the bundled 135M model,
     which otherwise answers from thin air instead of looking, and off for any other model.
     """
-    from backends.llamacpp.backend import make_llamacpp_backend
+    from backends.llamacpp.backend import LlamaCppOptions, make_llamacpp_backend
 
-    return make_llamacpp_backend(
-        model=model or None,
+    options = LlamaCppOptions(
         n_ctx=_int("n_ctx", n_ctx),
         seed=_int("seed", seed),
         threads=_int("threads", threads),
         tool_first=not model if tool_first is None else _bool("tool_first", tool_first),
-        adapter=adapter,
         disk_cache=True if disk_cache is None else _bool("disk_cache", disk_cache),
     )
+    return make_llamacpp_backend(model or None, options, adapter)
 
 
 def make_openai(

@@ -151,13 +151,15 @@ class FreeDecoder:
 def make_backends(configs: list[str], threads: int | None) -> dict[str, LocalBackend]:
     """One backend per configuration; the two of one model share its loaded weights."""
     from backends.gguf.default_model import SHIPPED_ADAPTER
-    from backends.llamacpp.backend import make_llamacpp_backend
+    from backends.llamacpp.backend import LlamaCppOptions, make_llamacpp_backend
 
     backends: dict[str, LocalBackend] = {}
     for name in configs:
         model, decoding = name.split("+")
         adapter = str(SHIPPED_ADAPTER) if model == "adapter" else "none"
-        backend = make_llamacpp_backend(adapter=adapter, threads=threads, disk_cache=False)
+        backend = make_llamacpp_backend(
+            options=LlamaCppOptions(threads=threads, disk_cache=False), adapter=adapter
+        )
         if decoding == "free":
             backend = LocalBackend(backend.name, backend.template, FreeDecoder(backend.decoder))
         backends[name] = backend
@@ -167,7 +169,7 @@ def make_backends(configs: list[str], threads: int | None) -> dict[str, LocalBac
 def answer_tool_spec() -> ToolSpec:
     """clawloop's own ``answer`` tool, as the ``simple`` skill defines it."""
     from agent.tools import tool_spec
-    from skills.context import SkillContext
+    from skills.context import Places, SkillContext
     from skills.simple import ANSWER_TOOL as NAME
     from skills.simple import make_simple_tools
 
@@ -176,7 +178,7 @@ def answer_tool_spec() -> ToolSpec:
         tempfile.TemporaryDirectory(prefix="clawloop-bfcl-data-") as data,
     ):
         # clawloop refuses a data folder inside the workspace, so the two are apart.
-        context = SkillContext.create(Path(folder), data_dir=Path(data), environ={})
+        context = SkillContext.create(Path(folder), places=Places(data_dir=Path(data)), environ={})
         tool = next(t for t in make_simple_tools(context) if t.name == NAME)
         return tool_spec(tool)
 

@@ -27,7 +27,7 @@ from connectors.base import Connector
 from connectors.cron.clock import clock_from_env
 from connectors.cron.schedule import zone
 from connectors.cron.scheduler import Scheduler, SchedulerBusy
-from connectors.gateway import Gateway, GatewayOptions
+from connectors.gateway import Gateway, GatewayAgent, GatewayOptions
 from connectors.logs import log, setup_logging
 from connectors.settings import DiscordSettings, TelegramSettings
 from connectors.state import GatewayState
@@ -143,16 +143,8 @@ def gateway(
         max_file_bytes=int(settings.gateway.max_file_mb * 1024 * 1024),
         workspace=settings.workspace.expanduser().resolve(),
     )
-    gw = Gateway(
-        connectors,
-        loop,
-        settings.sessions_dir,
-        access_list(settings),
-        state,
-        options,
-        model_name=settings.model or settings.backend,
-        runs=traced_runs(settings, loop),
-    )
+    agent = GatewayAgent(loop, settings.model or settings.backend, traced_runs(settings, loop))
+    gw = Gateway(connectors, agent, settings.sessions_dir, access_list(settings), state, options)
     scheduler = Scheduler(
         store_for(settings),
         clock_from_env(),

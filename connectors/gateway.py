@@ -59,6 +59,17 @@ class GatewayOptions:
     workspace: Path | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class GatewayAgent:
+    """The agent every chat talks to: its loop, the model's name for ``/status``, and what
+    starts a turn's run with its trace (built by whoever wired the gateway); without ``runs``,
+    turns run the loop untraced."""
+
+    loop: AgentLoop
+    model_name: str = ""
+    runs: TracedRuns | None = None
+
+
 @dataclass
 class ChatSession:
     """One chat's conversation and its queue of messages waiting for their turn."""
@@ -77,25 +88,19 @@ class Gateway:
     def __init__(
         self,
         connectors: list[Connector],
-        loop: AgentLoop,
+        agent: GatewayAgent,
         sessions_dir: Path,
         access: AccessList,
         state: GatewayState,
         options: GatewayOptions | None = None,
-        model_name: str = "",
         clock: Callable[[], float] = time.monotonic,
-        runs: TracedRuns | None = None,
     ) -> None:
         self.connectors = {c.name: c for c in connectors}
-        self.loop = loop
-        # What starts a turn's run with its trace (built by whoever wired the gateway); without
-        # one, turns run the loop untraced.
-        self.runs = runs
+        self.agent = agent
         self.sessions_dir = sessions_dir
         self.access = access
         self.state = state
         self.options = options or GatewayOptions()
-        self.model_name = model_name
         self.limiter = RateLimiter(self.options.rate_per_minute, self.options.rate_burst, clock)
         self.chats: dict[str, ChatSession] = {}
         self.asks: dict[str, OpenAsk] = {}
@@ -226,7 +231,7 @@ class Gateway:
         chat = self._chat(message)
         running = chat.running
         lines = [
-            f"model: {self.model_name or 'default'}",
+            f"model: {self.agent.model_name or 'default'}",
             f"session: {chat.name} ({len(chat.session.messages)} messages)",
         ]
         if running is not None:
@@ -321,10 +326,11 @@ class Gateway:
         log(logging.INFO, "turn_done", message=message.key, run=context.run_id)
 
     def _run(self, session: Session, text: str, context: RunContext) -> Iterator[Event]:
-        if self.runs is None:
-            return self.loop.run(session, text, context)
+        runs = self.agent.runs
+        if runs is None:
+            return self.agent.loop.run(session, text, context)
         extra = {"front_end": "gateway", "chat": chat_of_session(session)}
-        return self.runs.run(session, text, extra, context)
+        return runs.run(session, text, extra, context)
 
     async def run_scheduled(
         self,

@@ -27,6 +27,20 @@ from sandbox.workspace import OwnPlace, check_workspace, installation, protect_i
 _DATA = "data_dir (or CLAWLOOP_DATA_DIR)"
 
 
+@dataclass(frozen=True, slots=True)
+class Places:
+    """clawloop's own files and folders: kept out of the workspace and hidden from its commands.
+
+    ``others`` are further places of clawloop's (sessions, traces, skills folders) that the
+    workspace must not hold.
+    """
+
+    audit_path: Path | None = None
+    data_dir: Path | None = None
+    config_path: Path | None = None
+    others: tuple[OwnPlace, ...] = ()
+
+
 @dataclass(slots=True)
 class SkillContext:
     """What a skill needs to build its tools; every program a skill runs goes through ``runner``."""
@@ -49,30 +63,28 @@ class SkillContext:
         workspace: Path,
         settings: SandboxSettings | None = None,
         *,
-        audit_path: Path | None = None,
+        places: Places = Places(),
         secrets: Iterable[str] = (),
-        data_dir: Path | None = None,
         environ: Mapping[str, str] | None = None,
         options: dict[str, Any] | None = None,
-        config_path: Path | None = None,
-        own_places: Iterable[OwnPlace] = (),
     ) -> SkillContext:
         """The usual context: a bubblewrap (or "off") runner and the policy from ``settings``.
 
         The policy holds the user's rules; each skill's defaults are merged when it is built.
-        The workspace is refused if it is ``/``, the home folder, or holds the config file, the
-        data folder, the audit log or ``own_places``; clawloop's own installation in it is kept
-        read-only. clawloop's config, data and audit folders and the user's home are hidden
-        from every sandboxed command and from the ``files`` tools alike.
+        The workspace is refused if it is ``/``, the home folder, or holds one of ``places``;
+        clawloop's own installation in it is kept read-only. clawloop's config, data and audit
+        folders and the user's home are hidden from every sandboxed command and from the
+        ``files`` tools alike.
         """
         settings = settings or SandboxSettings()
         environ = os.environ if environ is None else environ
         if not workspace.is_dir():
             raise UserError(f"the workspace {workspace} is not a folder; create it or pick another")
         workspace = workspace.resolve()
-        configs = [config_path] if config_path is not None else []
+        data_dir, audit_path = places.data_dir, places.audit_path
+        configs = [places.config_path] if places.config_path is not None else []
         own = [OwnPlace(p, what, _DATA) for p, what in _data_places(data_dir, audit_path)]
-        check_workspace(workspace, home_folders(environ), configs, [*own, *own_places])
+        check_workspace(workspace, home_folders(environ), configs, [*own, *places.others])
         sandboxed = settings.backend != "off"
         read_only = protect_installation(workspace, sandboxed, installation())
         hidden = [*clawloop_dirs(), *configs, *(p for p in (data_dir, audit_path) if p)]
@@ -108,9 +120,13 @@ class SkillContext:
         return cls.create(
             Path(settings.workspace),
             settings.sandbox,
-            audit_path=getattr(settings, "audit_path", None),
+            places=Places(
+                audit_path=getattr(settings, "audit_path", None),
+                data_dir=getattr(settings, "data_dir", None),
+                config_path=getattr(settings, "config_path", None),
+                others=_settings_places(settings),
+            ),
             secrets=[*find_secrets(dump, environ), *account_passwords(mail, environ)],
-            data_dir=getattr(settings, "data_dir", None),
             environ=environ,
             options={
                 "mail": mail,
@@ -120,8 +136,6 @@ class SkillContext:
                 "memory": getattr(settings, "memory", None),
                 "sessions_dir": getattr(settings, "sessions_dir", None),
             },
-            config_path=getattr(settings, "config_path", None),
-            own_places=_settings_places(settings),
         )
 
 
@@ -130,7 +144,7 @@ def _data_places(data_dir: Path | None, audit_path: Path | None) -> list[tuple[P
     return [(Path(p), what) for p, what in places if p is not None]
 
 
-def _settings_places(settings: Any) -> list[OwnPlace]:
+def _settings_places(settings: Any) -> tuple[OwnPlace, ...]:
     """The sessions, traces and skills folders named by the CLI's settings, where it has them."""
     wanted = [
         ("sessions_dir", "sessions folder", _DATA),
@@ -142,7 +156,7 @@ def _settings_places(settings: Any) -> list[OwnPlace]:
         path = getattr(settings, attribute, None)
         if isinstance(path, (str, Path)):
             places.append(OwnPlace(Path(path), what, setting))
-    return places
+    return tuple(places)
 
 
 def _holds(folder: Path, workspace: Path) -> bool:

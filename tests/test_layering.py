@@ -117,7 +117,7 @@ def test_a_chat_turn_never_calls_back_into_cli(tmp_path: Path) -> None:
     from cli.config import load_settings
     from cli.wiring import build_loop, traced_runs
     from connectors.access import AccessList
-    from connectors.gateway import Gateway
+    from connectors.gateway import Gateway, GatewayAgent
     from connectors.state import GatewayState
 
     settings = load_settings({"workspace": str(tmp_path), "data_dir": str(tmp_path / "data")})
@@ -125,7 +125,7 @@ def test_a_chat_turn_never_calls_back_into_cli(tmp_path: Path) -> None:
     access = AccessList(tmp_path / "pairing.json", {}, {})
     state = GatewayState(tmp_path / "state.json")
     runs = traced_runs(settings, loop)
-    gateway = Gateway([], loop, tmp_path / "sessions", access, state, runs=runs)
+    gateway = Gateway([], GatewayAgent(loop, runs=runs), tmp_path / "sessions", access, state)
     called: set[str] = set()
 
     def profile(frame: object, event: str, _arg: object) -> None:

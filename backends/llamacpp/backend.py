@@ -79,6 +79,21 @@ _RANDOM_SEED = 0xFFFFFFFF  # llama.cpp draws a seed
 SAVE_AFTER_TOKENS = 256
 
 
+@dataclass(frozen=True, slots=True)
+class LlamaCppOptions:
+    """How a GGUF model is run: its context (unset: the model's, up to DEFAULT_N_CTX), CPU
+    threads (unset: every core), sampling seed, whether each user turn starts with a tool call,
+    extra buffer types (unset: :func:`default_extra_buffers`), and whether prefilled prompts are
+    kept on disk for later processes (:mod:`backends.llamacpp.prompt_cache`)."""
+
+    n_ctx: int | None = None
+    threads: int | None = None
+    seed: int | None = None
+    tool_first: bool = False
+    extra_buffers: bool | None = None
+    disk_cache: bool = True
+
+
 @dataclass(slots=True)
 class _Loaded:
     llm: Any
@@ -207,24 +222,20 @@ class LlamaCppDecoder:
     def __init__(
         self,
         model_path: Path,
-        n_ctx: int | None = None,
-        threads: int | None = None,
-        seed: int | None = None,
-        tool_first: bool = False,
-        extra_buffers: bool | None = None,
+        options: LlamaCppOptions,
         tool_format: ToolCallFormat = HERMES,
         adapter: Path | None = None,
-        disk_cache: bool = False,
     ) -> None:
         self.model_path = model_path
         self.adapter = adapter
-        self.disk_cache = disk_cache
+        self.disk_cache = options.disk_cache
         self._prompts: PromptStateCache | None = None  # made on first use, for this model
         self.tool_format = tool_format
-        self.n_ctx = n_ctx or _model_context(model_path)
-        self.threads = threads or _cores()
-        self.seed = seed
-        self.tool_first = tool_first
+        self.n_ctx = options.n_ctx or _model_context(model_path)
+        self.threads = options.threads or _cores()
+        self.seed = options.seed
+        self.tool_first = options.tool_first
+        extra_buffers = options.extra_buffers
         self.extra_buffers = default_extra_buffers() if extra_buffers is None else extra_buffers
 
     def decode(
@@ -392,20 +403,13 @@ def _model_context(path: Path) -> int:
 
 def make_llamacpp_backend(
     model: str | Path | None = None,
-    n_ctx: int | None = None,
-    seed: int | None = None,
-    threads: int | None = None,
-    tool_first: bool = False,
-    extra_buffers: bool | None = None,
+    options: LlamaCppOptions = LlamaCppOptions(),
     adapter: str | Path | None = None,
-    disk_cache: bool = True,
-    **_: Any,
 ) -> LocalBackend:
     """A LocalBackend on a GGUF file (the bundled SmolLM2-135M-Instruct by default).
 
     ``adapter`` is a GGUF LoRA file applied at load: unset, the shipped adapter for the bundled
-    model (if the package holds one); "none", no adapter. ``disk_cache`` keeps prefilled
-    prompts' KV on disk for later processes (:mod:`backends.llamacpp.prompt_cache`).
+    model (if the package holds one); "none", no adapter.
     """
     from backends.gguf.lora import adapter_path
 
@@ -413,15 +417,7 @@ def make_llamacpp_backend(
     path = default_model_path() if model is None else check_gguf(Path(model))
     template = ChatTemplate.from_gguf(path)
     decoder = LlamaCppDecoder(
-        path,
-        n_ctx,
-        threads,
-        seed,
-        tool_first,
-        extra_buffers,
-        template.tool_format,
-        adapter_path(adapter, default_adapter(path)),
-        disk_cache,
+        path, options, template.tool_format, adapter_path(adapter, default_adapter(path))
     )
     backend = LocalBackend("llamacpp", template, decoder)
     backend.adapter = decoder.adapter

@@ -18,8 +18,9 @@ from backends.llamacpp.prompt_cache import SUFFIX
 CHILD = """
 import json, sys
 from agent.messages import ChatRequest, UserMessage
-from backends.llamacpp.backend import make_llamacpp_backend
-backend = make_llamacpp_backend(threads=1, n_ctx=2048, adapter=sys.argv[2] or None)
+from backends.llamacpp.backend import LlamaCppOptions, make_llamacpp_backend
+options = LlamaCppOptions(threads=1, n_ctx=2048)
+backend = make_llamacpp_backend(options=options, adapter=sys.argv[2] or None)
 words = " ".join(f"item{i}" for i in range(150))
 request = ChatRequest(
     messages=[UserMessage(content=f"Here is a list: {words}. Which item comes first?")],

@@ -28,7 +28,7 @@ from agent.session import Session
 from agent.tools import Toolbox, function_tool
 from agent.validation import check_call
 from backends.base import LocalBackend
-from backends.llamacpp.backend import LlamaCppDecoder
+from backends.llamacpp.backend import LlamaCppDecoder, LlamaCppOptions
 from backends.local.stop_text import StopStringMatcher, partial_suffix
 
 pytest.importorskip("llama_cpp")
@@ -43,7 +43,7 @@ def backend() -> Iterator[LocalBackend]:
         default_model_path()
     except UserError as exc:
         pytest.skip(exc.message)
-    yield make_llamacpp_backend(threads=1, n_ctx=2048)
+    yield make_llamacpp_backend(options=LlamaCppOptions(threads=1, n_ctx=2048))
 
 
 def generate(backend: LocalBackend, request: ChatRequest) -> tuple[str, Completion]:
@@ -71,13 +71,13 @@ def test_stop_text_holds_back_possible_stops():
 
 
 def test_tool_first_requires_a_call_only_to_start_a_turn(tmp_path: Path):
-    decoder = LlamaCppDecoder(tmp_path / "m.gguf", n_ctx=512, tool_first=True)
+    decoder = LlamaCppDecoder(tmp_path / "m.gguf", LlamaCppOptions(n_ctx=512, tool_first=True))
     asked: list[Message] = [UserMessage(content="q")]
     answered: list[Message] = [*asked, AssistantMessage(content="a")]
     assert decoder._required(ChatRequest(messages=asked))
     assert not decoder._required(ChatRequest(messages=[*answered, _tool_result()]))
     assert not decoder._required(ChatRequest(messages=asked, tool_choice="auto"))
-    plain = LlamaCppDecoder(tmp_path / "m.gguf", n_ctx=512)
+    plain = LlamaCppDecoder(tmp_path / "m.gguf", LlamaCppOptions(n_ctx=512))
     assert not plain._required(ChatRequest(messages=asked))
     assert plain._required(ChatRequest(messages=asked, tool_choice="required"))
 
@@ -236,7 +236,9 @@ def test_agent_loop_runs_a_real_tool_call_and_answers(tmp_path: Path):
 
     # The bare model: this loop's tools have no answer tool, and the shipped adapter is trained
     # on the small-model profile's tools, where the answer is a call (test_shipped_adapter.py).
-    backend = make_llamacpp_backend(threads=1, n_ctx=2048, tool_first=True, adapter="none")
+    backend = make_llamacpp_backend(
+        options=LlamaCppOptions(threads=1, n_ctx=2048, tool_first=True), adapter="none"
+    )
     usages: list[Usage] = []
 
     class Recording:

@@ -32,13 +32,13 @@ MAIL = (
 @pytest.fixture(scope="module")
 def backend() -> Iterator[LocalBackend]:
     from backends.gguf.default_model import default_model_path
-    from backends.llamacpp.backend import make_llamacpp_backend
+    from backends.llamacpp.backend import LlamaCppOptions, make_llamacpp_backend
 
     try:
         default_model_path()
     except UserError as exc:
         pytest.skip(exc.message)
-    yield make_llamacpp_backend(threads=2, n_ctx=2048, disk_cache=False)
+    yield make_llamacpp_backend(options=LlamaCppOptions(threads=2, n_ctx=2048, disk_cache=False))
 
 
 def raw_output(backend: LocalBackend, question: Question) -> str:

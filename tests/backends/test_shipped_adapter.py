@@ -36,13 +36,13 @@ def test_it_is_the_default_for_the_bundled_model_only(tmp_path: Path) -> None:
 
 
 def test_llamacpp_runs_it_by_default_and_none_turns_it_off() -> None:
-    from backends.llamacpp.backend import make_llamacpp_backend
+    from backends.llamacpp.backend import LlamaCppOptions, make_llamacpp_backend
 
     request = ChatRequest(
         messages=[UserMessage(content="Name three colours.")], temperature=0, max_tokens=24
     )
-    shipped = make_llamacpp_backend(threads=1)
-    plain = make_llamacpp_backend(threads=1, adapter="none")
+    shipped = make_llamacpp_backend(options=LlamaCppOptions(threads=1))
+    plain = make_llamacpp_backend(options=LlamaCppOptions(threads=1), adapter="none")
     assert shipped.adapter == SHIPPED_ADAPTER and plain.adapter is None
     said = [list(b.generate(request))[-1].message.content for b in (shipped, plain)]
     assert said[0] != said[1]  # the adapter is applied, not only named

@@ -20,7 +20,7 @@ from agent.runs import TracedRuns
 from backends.fake import FakeBackend
 from connectors.access import AccessList
 from connectors.base import Connector
-from connectors.gateway import Gateway, GatewayOptions
+from connectors.gateway import Gateway, GatewayAgent, GatewayOptions
 from connectors.state import GatewayState
 from sandbox.settings import ResourceLimits, SandboxSettings
 from skills.context import SkillContext
@@ -71,10 +71,10 @@ def make_gateway(
     loop = AgentLoop(backend or fake, toolbox, limits=LoopLimits(tool_timeout_s=30))
     access = AccessList(data / "pairing.json", owners, allowed or {})
     runs = TracedRuns(loop, data / "traces", "fake")  # as the CLI hands it its traced runs
+    agent = GatewayAgent(loop, "fake", runs)
     gateway = Gateway(
-        connectors, loop, data / "sessions", access, state, GatewayOptions(**options), "fake",
-        runs=runs,
-    )  # fmt: skip
+        connectors, agent, data / "sessions", access, state, GatewayOptions(**options)
+    )
     return Setup(gateway, fake, data)
 
 

@@ -21,7 +21,7 @@ from loopthread import LoopThread, wait_for
 from agent.loop import AgentLoop, Decoding, LoopLimits
 from agent.tools import Toolbox
 from connectors.access import AccessList
-from connectors.gateway import Gateway, GatewayOptions
+from connectors.gateway import Gateway, GatewayAgent, GatewayOptions
 from connectors.state import GatewayState
 from connectors.telegram_bot import TelegramConnector
 
@@ -133,7 +133,9 @@ def test_two_chats_turns_share_the_engines_forward_passes(
     state = GatewayState(tmp_path / "state.json")
     connector = TelegramConnector(TOKEN, state, fake.base_url, poll_timeout=1)
     access = AccessList(tmp_path / "pairing.json", {"telegram": [str(c) for c in CHATS]}, {})
-    gateway = Gateway([connector], loop, tmp_path / "sessions", access, state, GatewayOptions())
+    gateway = Gateway(
+        [connector], GatewayAgent(loop), tmp_path / "sessions", access, state, GatewayOptions()
+    )
     # Both messages wait on the server, so one poll delivers them together.
     for chat in CHATS:
         fake.say(chat, chat, f"hello from chat {chat}")

@@ -21,7 +21,7 @@ from agent.session import Session
 from cli.config import load_settings
 from cli.wiring import build_backend, build_loop, settings_toolbox
 from connectors.access import AccessList
-from connectors.gateway import Gateway, GatewayOptions
+from connectors.gateway import Gateway, GatewayAgent, GatewayOptions
 from connectors.state import GatewayState
 from connectors.telegram_bot import TelegramConnector
 
@@ -64,7 +64,7 @@ def test_a_300_message_chat_keeps_answering_and_keeps_its_first_facts(
     # One person, many turns. The small model sometimes calls a tool that asks first (copying
     # a file, say); the owner does not answer, and the ask expires after a second.
     options = GatewayOptions(rate_per_minute=60_000, rate_burst=1000, ask_timeout_s=1.0)
-    gateway = Gateway([connector], loop, sessions, access, state, options, "llamacpp")
+    gateway = Gateway([connector], GatewayAgent(loop, "llamacpp"), sessions, access, state, options)
     lt.run(gateway.start())
     said = ["hello", "My name is Zorblat and my cat is called Pixel."]
     said += [SMALL_TALK[i % len(SMALL_TALK)] for i in range(147)]

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from backends.engine.model.attention import (
+    NativeAttention,
     paged_attention_reference,
     plan_cpu_attention,
     prompt_tiles,
@@ -102,9 +103,7 @@ def test_paged_decode_matches_the_reference(seqs: int, longest: int) -> None:
         tables,
         block,
         0.125,
-        native=kernel,
-        heads=heads,
-        head_dim=dim,
+        native=NativeAttention(kernel, heads, dim),
     )
     assert [g.native is not None for g in plan.decode_groups] == [True]
     torch.testing.assert_close(plan(q, q, q, k_pool, v_pool), expected, atol=1e-5, rtol=1e-5)
@@ -172,9 +171,7 @@ def test_paged_decode_runs_a_few_new_tokens_causally() -> None:
         [*tables, spare[:3]],
         block,
         0.125,
-        native=kernel,
-        heads=heads,
-        head_dim=dim,
+        native=NativeAttention(kernel, heads, dim),
     )
     assert len(plan.decode_groups) == 1 and len(plan.prefills) == 1
 
@@ -202,10 +199,7 @@ def test_prompt_chunks_in_tiles_match_the_reference(pool_dtype: torch.dtype) -> 
         tables,
         block,
         0.125,
-        native=kernel,
-        heads=heads,
-        head_dim=dim,
-        prompts_in_kernel=True,
+        native=NativeAttention(kernel, heads, dim, prompts=True),
     )
     assert plan.native_only() is not None and not plan.prefills
     width = max(len(t) for t in tables)

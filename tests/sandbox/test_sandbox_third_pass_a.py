@@ -30,7 +30,7 @@ from cli.approvals import AutoApprover
 from cli.config import Settings
 from sandbox.settings import ResourceLimits, SandboxSettings
 from sandbox.workspace import OwnPlace, protect_installation
-from skills.context import SkillContext
+from skills.context import Places, SkillContext
 from skills.lock import LockFile
 from skills.registry import discover
 from skills.skill import Skill
@@ -258,7 +258,9 @@ def test_clawloop_folders_inside_the_workspace_are_refused(
 def test_a_traces_folder_inside_the_workspace_is_refused(workspace: Path) -> None:
     place = OwnPlace(workspace / "traces", "traces folder", "data_dir")
     with pytest.raises(UserError, match="traces folder"):
-        SkillContext.create(workspace, environ={"HOME": "/nonexistent"}, own_places=[place])
+        SkillContext.create(
+            workspace, environ={"HOME": "/nonexistent"}, places=Places(others=(place,))
+        )
 
 
 def test_control_clawloop_folders_outside_the_workspace_are_accepted(workspace: Path) -> None:
@@ -307,7 +309,9 @@ def _skill_setup(tmp_path: Path, pwn: Path) -> tuple[SkillContext, Path, LockFil
     path.write_text(SKILL.format(plant=""))
     ws = tmp_path / "skill-ws"
     ws.mkdir()
-    context = SkillContext.create(ws, data_dir=tmp_path / "data", environ={"HOME": "/nonexistent"})
+    context = SkillContext.create(
+        ws, places=Places(data_dir=tmp_path / "data"), environ={"HOME": "/nonexistent"}
+    )
     lock = LockFile(tmp_path / "data" / "skills.lock.json")
     found = discover(folder).skills["planted"]  # the user approves it as it is
     lock.approve(found)

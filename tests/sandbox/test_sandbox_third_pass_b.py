@@ -33,7 +33,7 @@ from sbx_support import FAKE_SECRET, RunFn, running_listener
 from agent.terminal_text import escape_controls, set_raw_output
 from sandbox.egress import MAX_CONNECTIONS, POOL_THREADS, EgressProxy
 from sandbox.settings import ResourceLimits, SandboxSettings
-from skills.context import SkillContext
+from skills.context import Places, SkillContext
 from skills.mcp.config import McpServer
 from skills.mcp.skill import mcp_skill
 
@@ -329,7 +329,10 @@ def _start(probe: dict[str, Any], sandbox: bool, **fields: Any) -> tuple[dict[st
     environ = {"PYTHONPATH": SITE, "CLAWLOOP_TEST_TOKEN": FAKE_SECRET, "HOME": str(Path.home())}
     limits = ResourceLimits(processes=64, memory_mb=2048)
     context = SkillContext.create(
-        probe["ws"], SandboxSettings(limits=limits), environ=environ, config_path=probe["config"]
+        probe["ws"],
+        SandboxSettings(limits=limits),
+        environ=environ,
+        places=Places(config_path=probe["config"]),
     )
     skill = mcp_skill("probe", server)
     caught, saved = io.StringIO(), sys.stderr

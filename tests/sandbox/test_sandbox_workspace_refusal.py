@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import UserError
-from skills.context import SkillContext
+from skills.context import Places, SkillContext
 
 
 def test_the_home_folder_is_refused(tmp_path: Path) -> None:
@@ -34,7 +34,9 @@ def test_a_workspace_holding_the_config_is_refused(tmp_path: Path, where: str) -
     (ws / where).parent.mkdir(parents=True, exist_ok=True)
     (ws / where).write_text("[sandbox]\n")
     with pytest.raises(UserError, match="contains clawloop's config"):
-        SkillContext.create(ws, environ={"HOME": "/nonexistent"}, config_path=ws / where)
+        SkillContext.create(
+            ws, environ={"HOME": "/nonexistent"}, places=Places(config_path=ws / where)
+        )
 
 
 def test_a_link_to_the_home_folder_is_the_home_folder(tmp_path: Path) -> None:
@@ -49,6 +51,8 @@ def test_control_a_project_folder_is_accepted(tmp_path: Path) -> None:
     home = tmp_path / "home"
     (home / "project").mkdir(parents=True)
     context = SkillContext.create(
-        home / "project", environ={"HOME": str(home)}, config_path=home / ".config" / "c.toml"
+        home / "project",
+        environ={"HOME": str(home)},
+        places=Places(config_path=home / ".config" / "c.toml"),
     )
     assert context.workspace == (home / "project").resolve()

@@ -24,7 +24,7 @@ from agent.session import Session
 from backends.fake import FakeBackend
 from cli.approvals import AutoApprover
 from sandbox.settings import ResourceLimits, SandboxSettings
-from skills.context import SkillContext
+from skills.context import Places, SkillContext
 from skills.toolbox import build_toolbox
 
 
@@ -83,7 +83,7 @@ def test_dangerous_calls_become_observations(
         AssistantMessage(content="I could not do any of that."),
     ]
     settings = SandboxSettings(limits=ResourceLimits(timeout_s=10))
-    context = SkillContext.create(ws, settings, audit_path=tmp_path / "audit.jsonl")
+    context = SkillContext.create(ws, settings, places=Places(audit_path=tmp_path / "audit.jsonl"))
     loop = AgentLoop(FakeBackend(script), build_toolbox(context, AutoApprover()))
     session = Session()
     try:

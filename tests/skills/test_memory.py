@@ -20,7 +20,7 @@ from backends.fake import FakeBackend
 from cli.config import load_settings
 from cli.wiring import build_loop
 from sandbox.settings import SandboxSettings
-from skills.context import SkillContext
+from skills.context import Places, SkillContext
 from skills.memory.config import MemorySettings
 from skills.memory.recall import PROMPT_OPEN, prompt_block, rank
 from skills.memory.store import MemoryStore
@@ -44,7 +44,7 @@ def memory_toolbox(tmp_path: Path, skills: list[str] | None = None) -> Toolbox:
     context = SkillContext.create(
         ws,
         SandboxSettings(backend="off"),
-        data_dir=tmp_path / "data",
+        places=Places(data_dir=tmp_path / "data"),
         environ={},
         options={"memory": MemorySettings()},
     )

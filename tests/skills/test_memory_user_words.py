@@ -15,7 +15,7 @@ from agent.messages import AssistantMessage, ToolCall
 from agent.session import Session
 from backends.fake import FakeBackend
 from sandbox.settings import SandboxSettings
-from skills.context import SkillContext
+from skills.context import Places, SkillContext
 from skills.memory.config import MemorySettings
 from skills.memory.store import MemoryStore
 from skills.memory.user_words import (
@@ -99,7 +99,7 @@ def _loop(tmp_path: Path, *calls: tuple[str, dict[str, Any]], own_words: bool) -
     context = SkillContext.create(
         ws,
         SandboxSettings(backend="off"),
-        data_dir=tmp_path / "data",
+        places=Places(data_dir=tmp_path / "data"),
         environ={},
         options={"memory": MemorySettings(user_words=own_words)},
     )

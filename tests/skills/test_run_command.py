@@ -11,7 +11,7 @@ from agent.errors import ToolError
 from agent.tools import Toolbox
 from cli.approvals import AutoApprover, DenyApprover
 from sandbox.settings import ResourceLimits, SandboxSettings
-from skills.context import SkillContext
+from skills.context import Places, SkillContext
 from skills.toolbox import build_toolbox
 
 
@@ -28,7 +28,7 @@ def toolbox(ws: Path, approver=None) -> Toolbox:  # type: ignore[no-untyped-def]
     context = SkillContext.create(
         ws,
         SandboxSettings(limits=ResourceLimits(timeout_s=5, output_bytes=4000)),
-        audit_path=ws.parent / "audit.jsonl",
+        places=Places(audit_path=ws.parent / "audit.jsonl"),
     )
     return build_toolbox(context, approver or AutoApprover(), ["simple"])
 

@@ -10,7 +10,7 @@ from agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessag
 from agent.provenance import Provenance
 from agent.session import Session
 from sandbox.settings import SandboxSettings
-from skills.context import SkillContext
+from skills.context import Places, SkillContext
 from skills.memory.config import MemorySettings
 from skills.memory.session_index import AFTER_UNTRUSTED, SessionIndex
 from skills.memory.tools import make_memory_tools
@@ -87,7 +87,7 @@ def test_the_search_sessions_tool_fences_untrusted_hits(tmp_path: Path) -> None:
     context = SkillContext.create(
         ws,
         SandboxSettings(backend="off"),
-        data_dir=data,
+        places=Places(data_dir=data),
         environ={},
         options={"memory": MemorySettings()},
     )
@@ -101,6 +101,6 @@ def test_the_search_sessions_tool_fences_untrusted_hits(tmp_path: Path) -> None:
     assert "<untrusted-content>" not in plain.render() and plain.provenance is None
     assert "no past session mentions" in tools["search_sessions"].call({"query": "zzz"}).render()
     off = SkillContext.create(
-        ws, SandboxSettings(backend="off"), data_dir=data, environ={}, options={}
+        ws, SandboxSettings(backend="off"), places=Places(data_dir=data), environ={}, options={}
     )
     assert make_memory_tools(off) == []  # no [memory] settings given: no tools

@@ -12,7 +12,7 @@ from agent.errors import ToolError, UserError
 from agent.tools import Toolbox
 from cli.approvals import AutoApprover, DenyApprover
 from sandbox.settings import ResourceLimits, SandboxSettings
-from skills.context import SkillContext
+from skills.context import Places, SkillContext
 from skills.toolbox import build_toolbox, build_tools
 
 
@@ -29,7 +29,7 @@ def toolbox(ws: Path, approver=None, **settings) -> Toolbox:  # type: ignore[no-
     context = SkillContext.create(
         ws,
         SandboxSettings(limits=limits, **settings),
-        audit_path=ws.parent / "audit.jsonl",
+        places=Places(audit_path=ws.parent / "audit.jsonl"),
         secrets=["sk-live-abcdef123"],
     )
     return build_toolbox(context, approver or AutoApprover())

@@ -81,6 +81,17 @@ MAX_DECODE_GROUPS = 4
 _MIN_GROUP = 8
 
 
+@dataclass(frozen=True, slots=True)
+class NativeAttention:
+    """The C kernel a CPU step may attend with, and the model's query heads and head size it
+    needs; with ``prompts``, prompt chunks go to it too, cut into tiles (:func:`prompt_tiles`)."""
+
+    kernel: PagedDecode
+    heads: int
+    head_dim: int
+    prompts: bool = False
+
+
 @dataclass(slots=True)
 class _DecodeGroup:
     """Single-token sequences attended together: gathered blocks, masked past each context."""
@@ -214,19 +225,16 @@ def plan_cpu_attention(
     scale: float,
     device: torch.device | str = "cpu",
     mask_dtype: torch.dtype = torch.float32,
-    native: PagedDecode | None = None,
-    heads: int = 0,
-    head_dim: int = 0,
-    prompts_in_kernel: bool = False,
+    native: NativeAttention | None = None,
 ) -> CpuAttentionPlan:
     """Group a step's sequences into batched decode calls plus one call per prompt chunk.
 
-    With ``native`` (and the model's ``heads`` and ``head_dim``), every sequence with up to
-    NATIVE_MAX_QUERY new tokens goes to the C kernel, in one call per layer. With
-    ``prompts_in_kernel`` too, so do prompt chunks, cut into tiles of consecutive tokens
-    (:func:`prompt_tiles`): then the kernel takes every token of the step.
+    With ``native``, every sequence with up to NATIVE_MAX_QUERY new tokens goes to the C kernel,
+    in one call per layer. With ``native.prompts`` too, so do prompt chunks, cut into tiles of
+    consecutive tokens (:func:`prompt_tiles`): then the kernel takes every token of the step.
     """
-    if native is not None and prompts_in_kernel and heads > 0:
+    heads = native.heads if native is not None else 0
+    if native is not None and native.prompts and heads > 0:
         query_lens, context_lens, block_tables = prompt_tiles(
             query_lens, context_lens, block_tables, NATIVE_MAX_ROWS // heads
         )
@@ -240,7 +248,7 @@ def plan_cpu_attention(
     if native is not None:
         # The kernel holds at most NATIVE_MAX_ROWS query rows per sequence: tokens times heads.
         limit = max(min(NATIVE_MAX_QUERY, NATIVE_MAX_ROWS // max(heads, 1)), 1)
-        if prompts_in_kernel:
+        if native.prompts:
             limit = max(NATIVE_MAX_ROWS // max(heads, 1), 1)
         short = [i for i, n in enumerate(query_lens) if 1 <= n <= limit]
     in_kernel = set(short)
@@ -249,11 +257,11 @@ def plan_cpu_attention(
         if len(short) < len(query_lens):
             picked = [t for i in short for t in range(starts[i], starts[i + 1])]
             rows = torch.tensor(picked, device=device)
-        call = native.plan(
+        call = native.kernel.plan(
             [block_tables[i] for i in short],
             [context_lens[i] for i in short],
             heads,
-            head_dim,
+            native.head_dim,
             [query_lens[i] for i in short],
         )
         plan.decode_groups.append(_DecodeGroup(rows, None, None, native=call))

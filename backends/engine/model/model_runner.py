@@ -8,7 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import UserError
-from backends.engine.model.attention import NATIVE_MAX_QUERY, plan_cpu_attention, store_kv_reference
+from backends.engine.model.attention import (
+    NATIVE_MAX_QUERY,
+    NativeAttention,
+    plan_cpu_attention,
+    store_kv_reference,
+)
 from backends.engine.model.compute_thread import ComputeThread
 from backends.engine.model.loader import load_model
 from backends.engine.model.sampler import sample
@@ -237,13 +242,14 @@ class ModelRunner:
                 self.scale,
                 device,
                 mask_dtype=self.dtype,
-                native=self._native,
-                heads=self.config.num_heads,
-                head_dim=self.config.head_dim,
                 # prompt chunks in the C kernel too, in tiles: as fast as SDPA or faster at the
                 # lengths of a chunk (bench/prompt_attention.py), and the same arithmetic as a
                 # token's decode
-                prompts_in_kernel=True,
+                native=None
+                if self._native is None
+                else NativeAttention(
+                    self._native, self.config.num_heads, self.config.head_dim, prompts=True
+                ),
             )
             call = plan.native_only()
             if self._fused is not None and call is not None and self._fused_takes(batch):
