@@ -234,7 +234,7 @@ class Gateway:
             f"model: {self.agent.model_name or 'default'}",
             f"session: {chat.name} ({len(chat.session.messages)} messages)",
         ]
-        if running is not None:
+        if running is not None and not running.final_sent:  # answered: only its ending is left
             text = (running.message.text or "")[:80]
             lines.append(f"running: {text!r} for {time.monotonic() - running.started:.0f} s")
         else:
