@@ -110,16 +110,16 @@ def engine_step_bytes(runner: Any, rows: int = 1) -> StepBytes:
 
 def gguf_step_bytes(path: Path) -> StepBytes:
     """What llama.cpp reads per decode step of the GGUF file at ``path`` (f16 K and V)."""
-    from gguf import GGUFReader
-
     from backends.engine.config import read_config
+    from backends.gguf.reader import read_gguf
 
-    tensors = {t.name: int(t.n_bytes) for t in GGUFReader(str(path)).tensors}
-    shapes = {t.name: [int(d) for d in t.shape] for t in GGUFReader(str(path)).tensors}
+    with read_gguf(path, arrays=False) as reader:
+        tensors = {t.name: t.n_bytes for t in reader.tensors}
+        shapes = {t.name: t.shape for t in reader.tensors}  # row-major: one row per token
     embed = tensors.pop("token_embd.weight")
     tied = "output.weight" not in tensors
     head = embed if tied else tensors.pop("output.weight")
-    row = embed // shapes["token_embd.weight"][-1]
+    row = embed // shapes["token_embd.weight"][0]
     norms = sum(size for name, size in tensors.items() if name.endswith("norm.weight"))
     projections = sum(tensors.values()) - norms
     config = read_config(path)

@@ -97,6 +97,25 @@ def test_the_engine_parts_point_one_way(part: str) -> None:
     assert not wrong, "imports against the engine's layering:\n" + "\n".join(wrong)
 
 
+def test_what_the_weights_import_imports_no_part() -> None:
+    """The engine's top-level modules that weights/ uses (the model's shape, the tokenizer) import
+    no part back, lazily or not: no circle between them and the weights."""
+    used = {
+        bits[2]
+        for path in (ENGINE / "weights").rglob("*.py")
+        for bits in (m.split(".") for m in imported_modules(path))
+        if bits[:2] == ["backends", "engine"] and len(bits) > 2 and bits[2] not in ENGINE_ALLOWED
+    }
+    assert "config" in used, "weights/ no longer reads the config: update this test"
+    wrong = [
+        f"{name}.py imports {module}"
+        for name in sorted(used)
+        for module in imported_modules(ENGINE / f"{name}.py")
+        if module.split(".")[:3] in (["backends", "engine", p] for p in ENGINE_ALLOWED)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from cli.main import app\n    import torch.nn\n")

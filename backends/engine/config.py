@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.errors import ConfigError, UserError
+from backends.gguf.reader import GGUFFile, read_gguf
 
 # Architectures the engine runs: all are Llama-style decoders (RMSNorm, RoPE, GQA, SwiGLU).
 SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
@@ -48,9 +49,8 @@ def read_config(path: Path) -> ModelConfig:
     if path.is_dir():
         return config_from_hf(json.loads(_config_json(path).read_text()))
     if path.is_file():
-        from backends.engine.weights.gguf_weights import open_gguf
-
-        return config_from_gguf(open_gguf(path))
+        with read_gguf(path, arrays=False) as reader:
+            return config_from_gguf(reader)
     raise UserError(f"model path {path} does not exist: pass a .gguf file or a Hugging Face folder")
 
 
@@ -103,16 +103,14 @@ def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
         raise UserError(f"config.json is missing or has a bad value for {exc}") from exc
 
 
-def config_from_gguf(reader: Any) -> ModelConfig:
-    """Build a ModelConfig from a GGUF file's parsed header (``gguf_weights.open_gguf``:
-    metadata and tensor names only)."""
-    from backends.engine.weights.gguf_weights import field_value
-
-    arch = str(field_value(reader, "general.architecture", ""))
+def config_from_gguf(reader: GGUFFile) -> ModelConfig:
+    """Build a ModelConfig from a GGUF file's metadata and tensor names (its arrays may be
+    skipped: only their lengths are used)."""
+    arch = str(reader.get("general.architecture", ""))
     _check_arch(arch, "GGUF file")
 
     def meta(key: str, default: Any = None) -> Any:
-        value = field_value(reader, f"{arch}.{key}", default)
+        value = reader.get(f"{arch}.{key}", default)
         if value is None:
             raise UserError(f"GGUF file lacks the metadata key {arch}.{key}")
         return value
@@ -120,20 +118,19 @@ def config_from_gguf(reader: Any) -> ModelConfig:
     names = {t.name for t in reader.tensors}
     hidden = int(meta("embedding_length"))
     heads = int(meta("attention.head_count"))
-    vocab = field_value(reader, f"{arch}.vocab_size")
+    vocab = reader.get(f"{arch}.vocab_size")
     if vocab is None:
-        tokens = field_value(reader, "tokenizer.ggml.tokens")
-        vocab = len(tokens) if tokens is not None else None
+        vocab = reader.array_lengths.get("tokenizer.ggml.tokens")
     if vocab is None:
         raise UserError("GGUF file has neither a vocab size nor a token list")
     scaling = None
-    scaling_type = field_value(reader, f"{arch}.rope.scaling.type")
+    scaling_type = reader.get(f"{arch}.rope.scaling.type")
     if scaling_type not in (None, "none"):
         scaling = {
             "rope_type": scaling_type,
-            "factor": float(field_value(reader, f"{arch}.rope.scaling.factor", 1.0)),
+            "factor": float(reader.get(f"{arch}.rope.scaling.factor", 1.0)),
             "original_max_position_embeddings": int(
-                field_value(reader, f"{arch}.rope.scaling.original_context_length", 0)
+                reader.get(f"{arch}.rope.scaling.original_context_length", 0)
             ),
         }
     return ModelConfig(

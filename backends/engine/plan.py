@@ -106,13 +106,12 @@ def weight_parameters(path: Path) -> int | None:
     if path.is_dir():
         files = sorted(path.glob("*.safetensors"))
         return sum(_safetensors_elements(f) for f in files) if files else None
+    from backends.gguf.reader import read_gguf
+
     try:
-        from gguf import GGUFReader
-    except ImportError:
-        return None
-    try:
-        return sum(int(t.n_elements) for t in GGUFReader(path).tensors)
-    except (OSError, ValueError):
+        with read_gguf(path, arrays=False) as reader:
+            return sum(t.n_elements for t in reader.tensors)
+    except UserError:
         return None
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from agent.errors import UserError
 from backends.engine.config import GGUF_INSTALL_HINT
+from backends.gguf.reader import GGUFFile, read_gguf
 
 # Split regexes of llama.cpp's byte-level pre-tokenizers (tokenizer.ggml.pre), as in the models'
 # own tokenizer.json files. Names not listed fall back to GPT-2's ByteLevel regex.
@@ -126,20 +127,19 @@ class EngineTokenizer:
         return out
 
 
-def tokenizer_from_gguf(reader: Any) -> EngineTokenizer:
-    """Rebuild the tokenizer llama.cpp would use from a GGUF file's tokenizer.ggml.* metadata."""
-    from backends.engine.weights.gguf_weights import field_value
-
-    model = field_value(reader, "tokenizer.ggml.model")
-    tokens: list[str] = field_value(reader, "tokenizer.ggml.tokens") or []
-    types: list[int] = field_value(reader, "tokenizer.ggml.token_type") or [1] * len(tokens)
+def tokenizer_from_gguf(reader: GGUFFile) -> EngineTokenizer:
+    """Rebuild the tokenizer llama.cpp would use from a GGUF file's tokenizer.ggml.* metadata
+    (read with its arrays)."""
+    model = reader.get("tokenizer.ggml.model")
+    tokens: list[str] = reader.get("tokenizer.ggml.tokens") or []
+    types: list[int] = reader.get("tokenizer.ggml.token_type") or [1] * len(tokens)
     if model == "gpt2":
-        merges: list[str] = field_value(reader, "tokenizer.ggml.merges") or []
-        pre = str(field_value(reader, "tokenizer.ggml.pre", "default"))
+        merges: list[str] = reader.get("tokenizer.ggml.merges") or []
+        pre = str(reader.get("tokenizer.ggml.pre", "default"))
         hf = build_byte_level_bpe(tokens, merges, types, pre)
     elif model == "llama":
-        scores: list[float] = field_value(reader, "tokenizer.ggml.scores") or [0.0] * len(tokens)
-        prefix = bool(field_value(reader, "tokenizer.ggml.add_space_prefix", True))
+        scores: list[float] = reader.get("tokenizer.ggml.scores") or [0.0] * len(tokens)
+        prefix = bool(reader.get("tokenizer.ggml.add_space_prefix", True))
         hf = build_sentencepiece_bpe(tokens, scores, types, prefix)
     else:
         raise UserError(
@@ -148,14 +148,14 @@ def tokenizer_from_gguf(reader: Any) -> EngineTokenizer:
         )
 
     def token_at(key: str) -> tuple[int | None, str]:
-        index = field_value(reader, key)
+        index = reader.get(key)
         return (int(index), tokens[int(index)]) if index is not None else (None, "")
 
     _, bos = token_at("tokenizer.ggml.bos_token_id")
     eos_id, eos = token_at("tokenizer.ggml.eos_token_id")
     eot_id, _ = token_at("tokenizer.ggml.eot_token_id")
     eos_ids = sorted({i for i in (eos_id, eot_id) if i is not None})
-    template = field_value(reader, "tokenizer.chat_template")
+    template = reader.get("tokenizer.chat_template")
     return EngineTokenizer(hf, eos_ids, bos, eos, template, byte_level=model == "gpt2")
 
 
@@ -309,6 +309,5 @@ def load_tokenizer(path: Path) -> EngineTokenizer:
     path = Path(path).expanduser()
     if path.is_dir():
         return tokenizer_from_folder(path)
-    from backends.engine.weights.gguf_weights import open_gguf
-
-    return tokenizer_from_gguf(open_gguf(path))
+    with read_gguf(path) as reader:
+        return tokenizer_from_gguf(reader)

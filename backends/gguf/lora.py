@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserError
+from backends.gguf.reader import GGUFFile, read_gguf
 
 ADAPTER_HINT = "pass a LoRA adapter written by `agent train` (a .gguf file), or --adapter none"
 
@@ -85,27 +86,32 @@ def check_adapter(path: Path) -> Path:
 
 def read_adapter(path: Path) -> LoraAdapter:
     """Read a GGUF LoRA adapter; a file that is not one is a UserError."""
-    import gguf
+    with read_gguf(check_adapter(path)) as reader:
+        return _adapter(reader, path)
+
+
+def _adapter(reader: GGUFFile, path: Path) -> LoraAdapter:
     import numpy as np
 
-    reader = gguf.GGUFReader(str(check_adapter(path)))
-
     def text(key: str) -> str | None:
-        found = reader.get_field(key)
-        return None if found is None else str(found.contents())
+        found = reader.get(key)
+        return None if found is None else str(found)
 
     if text("general.type") != "adapter" or text("adapter.type") != "lora":
         raise UserError(f"{path} is a GGUF file but not a LoRA adapter: {ADAPTER_HINT}")
-    alpha_field = reader.get_field("adapter.lora.alpha")
     halves: dict[str, dict[str, Any]] = {}
     for tensor in reader.tensors:
         base, _, part = tensor.name.rpartition(".")
         if part in ("lora_a", "lora_b"):
-            halves.setdefault(base, {})[part] = np.array(tensor.data, dtype=np.float32)
+            # A copy: the file is unmapped once read.
+            halves.setdefault(base, {})[part] = np.array(
+                reader.tensor_array(tensor), dtype=np.float32
+            )
     pairs = {n: (h["lora_a"], h["lora_b"]) for n, h in halves.items() if len(h) == 2}
     if not pairs:
         raise UserError(f"{path} holds no lora_a/lora_b tensors: {ADAPTER_HINT}")
-    alpha = float(alpha_field.contents()) if alpha_field is not None else 1.0
+    alpha = reader.get("adapter.lora.alpha")
+    alpha = float(alpha) if alpha is not None else 1.0
     return LoraAdapter(alpha, pairs, text("general.architecture") or "llama")
 
 

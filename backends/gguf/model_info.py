@@ -1,38 +1,15 @@
-"""What a model file is: GGUF metadata read straight from the file header, for ``agent models``.
+"""What a model file is: GGUF metadata read from the file header, for ``agent models``.
 
-The header is read with a small reader of the GGUF format (version 2 and 3, little-endian)
-rather than ``gguf.GGUFReader``: the latter maps every tensor and every vocabulary string into
-numpy objects, about 4 s for the bundled 98 MB model on a small CPU, where reading the header
-takes a fraction of a second. Large arrays (the vocabulary, merges) are skipped unless asked for.
+Large arrays (the vocabulary, merges) are skipped unless asked for (see
+:mod:`backends.gguf.reader`).
 """
 
 from __future__ import annotations
 
-import mmap
-import struct
-from collections.abc import Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.errors import UserError
-from backends.gguf.default_model import check_gguf
-
-# GGUF value types: struct format of the scalars; 8 = string, 9 = array.
-_SCALARS = {
-    0: "B",
-    1: "b",
-    2: "H",
-    3: "h",
-    4: "I",
-    5: "i",
-    6: "f",
-    7: "?",
-    10: "Q",
-    11: "q",
-    12: "d",
-}
-_STRING, _ARRAY = 8, 9
+from backends.gguf.reader import read_gguf
 
 # ggml tensor types and llama.cpp file types, by number (gguf.constants has the full lists).
 _TENSOR_TYPES = {
@@ -51,107 +28,19 @@ _FILE_TYPES = {
 }  # fmt: skip
 
 
-@dataclass(slots=True)
-class GGUFHeader:
-    """A GGUF file's metadata and tensor shapes (no tensor data)."""
-
-    version: int
-    metadata: dict[str, Any]
-    # The length of every array, kept or skipped.
-    array_lengths: dict[str, int] = field(default_factory=dict)
-    # Tensor name -> (shape, ggml type number).
-    tensors: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)
-
-
-def read_gguf_header(
-    path: Path, keep_arrays: Collection[str] = (), tensors: bool = False
-) -> GGUFHeader:
-    """Read the metadata (arrays only those named in ``keep_arrays``) and optionally tensor info."""
-    path = check_gguf(Path(path))
-    try:
-        with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            return _Reader(buf).header(keep_arrays, tensors)
-    except (struct.error, ValueError, UnicodeDecodeError, OverflowError) as exc:
-        raise UserError(
-            f"{path} is not a readable GGUF file (damaged or truncated: {exc})"
-        ) from None
-
-
-class _Reader:
-    def __init__(self, buf: mmap.mmap) -> None:
-        self.buf = buf
-        self.pos = 4  # past the magic, which check_gguf has seen
-
-    def unpack(self, fmt: str) -> Any:
-        (value,) = struct.unpack_from("<" + fmt, self.buf, self.pos)
-        self.pos += struct.calcsize("<" + fmt)
-        return value
-
-    def string(self) -> str:
-        n = self.unpack("Q")
-        if self.pos + n > len(self.buf):
-            raise ValueError("a string runs past the end of the file")
-        raw = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return raw.decode("utf-8", "replace")
-
-    def value(self, kind: int) -> Any:
-        if kind == _STRING:
-            return self.string()
-        if kind in _SCALARS:
-            return self.unpack(_SCALARS[kind])
-        raise ValueError(f"unknown value type {kind}")
-
-    def skip_array(self, kind: int, count: int) -> None:
-        if kind in _SCALARS:
-            self.pos += struct.calcsize("<" + _SCALARS[kind]) * count
-        elif kind == _STRING:
-            for _ in range(count):
-                self.pos += 8 + struct.unpack_from("<Q", self.buf, self.pos)[0]
-        else:
-            raise ValueError("nested arrays are not skipped")
-        if self.pos > len(self.buf):
-            raise ValueError("an array runs past the end of the file")
-
-    def header(self, keep_arrays: Collection[str], tensors: bool) -> GGUFHeader:
-        version = self.unpack("I")
-        if version < 2:
-            raise ValueError(f"GGUF version {version} is too old")
-        n_tensors, n_kv = self.unpack("Q"), self.unpack("Q")
-        out = GGUFHeader(version, {})
-        for _ in range(n_kv):
-            key, kind = self.string(), self.unpack("I")
-            if kind != _ARRAY:
-                out.metadata[key] = self.value(kind)
-                continue
-            item_kind, count = self.unpack("I"), self.unpack("Q")
-            out.array_lengths[key] = count
-            if key in keep_arrays:
-                out.metadata[key] = [self.value(item_kind) for _ in range(count)]
-            else:
-                self.skip_array(item_kind, count)
-        if tensors:
-            for _ in range(n_tensors):
-                name, n_dims = self.string(), self.unpack("I")
-                shape = tuple(self.unpack("Q") for _ in range(n_dims))
-                kind, _offset = self.unpack("I"), self.unpack("Q")
-                out.tensors[name] = (shape, kind)
-        return out
-
-
 def describe_model(path: Path) -> dict[str, Any]:
     """Path, size, architecture, parameters, context, layers, quantization, chat template."""
     path = Path(path).expanduser()
-    header = read_gguf_header(path, tensors=True)
-    meta = header.metadata
+    with read_gguf(path, arrays=False) as header:
+        meta, tensors = header.metadata, header.tensors
+        vocab_size = header.array_lengths.get("tokenizer.ggml.tokens")
     arch = str(meta.get("general.architecture", "unknown"))
     params = 0
     type_counts: dict[str, int] = {}
-    for shape, kind in header.tensors.values():
-        n = 1
-        for dim in shape:
-            n *= dim
+    for tensor in tensors:
+        n = tensor.n_elements
         params += n
+        kind = tensor.ggml_type
         name = _TENSOR_TYPES.get(kind, f"type {kind}")
         type_counts[name] = type_counts.get(name, 0) + n
     file_type = meta.get("general.file_type")
@@ -169,15 +58,15 @@ def describe_model(path: Path) -> dict[str, Any]:
         "layers": meta.get(f"{arch}.block_count"),
         "embedding_length": meta.get(f"{arch}.embedding_length"),
         "quantization": quant,
-        "vocab_size": header.array_lengths.get("tokenizer.ggml.tokens"),
+        "vocab_size": vocab_size,
         "chat_template": "tokenizer.chat_template" in meta,
     }
 
 
 def gguf_tokenizer_strings(path: Path) -> dict[str, str]:
     """The chat template and BOS/EOS token texts of a GGUF file (absent ones left out)."""
-    header = read_gguf_header(path, keep_arrays=("tokenizer.ggml.tokens",))
-    meta = header.metadata
+    with read_gguf(path, arrays=("tokenizer.ggml.tokens",)) as header:
+        meta = header.metadata
     out: dict[str, str] = {}
     if isinstance(meta.get("tokenizer.chat_template"), str):
         out["chat_template"] = meta["tokenizer.chat_template"]

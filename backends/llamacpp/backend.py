@@ -392,9 +392,10 @@ def _cores() -> int:
 
 
 def _model_context(path: Path) -> int:
-    from backends.gguf.model_info import read_gguf_header
+    from backends.gguf.reader import read_gguf
 
-    meta = read_gguf_header(path).metadata
+    with read_gguf(path, arrays=False) as header:
+        meta = header.metadata
     trained = meta.get(f"{meta.get('general.architecture')}.context_length")
     return (
         min(DEFAULT_N_CTX, trained) if isinstance(trained, int) and trained > 0 else DEFAULT_N_CTX

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent.errors import UserError
-from backends.gguf.model_info import describe_model, gguf_tokenizer_strings, read_gguf_header
+from backends.gguf.model_info import describe_model, gguf_tokenizer_strings
+from backends.gguf.reader import read_gguf
 from backends.local.chat_template import ChatTemplate
 
 
@@ -62,14 +63,16 @@ def write_gguf(path: Path, file_type: int | None = 15) -> Path:
 
 def test_read_header_skips_arrays_unless_asked(tmp_path: Path):
     path = write_gguf(tmp_path / "tiny.gguf")
-    header = read_gguf_header(path)
-    assert header.version == 3
-    assert header.metadata["llama.context_length"] == 2048
-    assert "tokenizer.ggml.tokens" not in header.metadata
-    assert header.array_lengths == {"tokenizer.ggml.scores": 3, "tokenizer.ggml.tokens": 3}
-    kept = read_gguf_header(path, keep_arrays=["tokenizer.ggml.scores"], tensors=True)
-    assert kept.metadata["tokenizer.ggml.scores"] == [0.0, 1.5, 2.5]
-    assert kept.tensors == {"token_embd.weight": ((8, 3), 12), "output_norm.weight": ((8,), 0)}
+    with read_gguf(path, arrays=False) as header:
+        assert header.version == 3
+        assert header.metadata["llama.context_length"] == 2048
+        assert "tokenizer.ggml.tokens" not in header.metadata
+        assert header.array_lengths == {"tokenizer.ggml.scores": 3, "tokenizer.ggml.tokens": 3}
+    with read_gguf(path, arrays=["tokenizer.ggml.scores"]) as kept:
+        assert kept.metadata["tokenizer.ggml.scores"] == [0.0, 1.5, 2.5]
+        # Shapes in row-major order, the reverse of the file's dimensions.
+        tensors = {t.name: (t.shape, t.ggml_type) for t in kept.tensors}
+        assert tensors == {"token_embd.weight": ((3, 8), 12), "output_norm.weight": ((8,), 0)}
 
 
 def test_describe_a_synthetic_model(tmp_path: Path):

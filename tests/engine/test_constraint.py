@@ -370,13 +370,13 @@ def test_xgrammar_loads_without_transformers_and_leaves_the_real_one_importable(
 import sys
 from backends.gguf.default_model import default_model_path
 from backends.engine.model.constraint import ConstraintFactory, _xgrammar
-from backends.engine.weights.gguf_weights import open_gguf
+from backends.gguf.reader import read_gguf
 from backends.engine.tokenizer import tokenizer_from_gguf
 from agent.messages import FunctionSpec, ToolSpec
 
 _xgrammar()
 assert "xgrammar" in sys.modules and "transformers" not in sys.modules
-tokenizer = tokenizer_from_gguf(open_gguf(default_model_path()))
+tokenizer = tokenizer_from_gguf(read_gguf(default_model_path()))
 factory = ConstraintFactory(tokenizer, 49152)
 tool = ToolSpec(function=FunctionSpec(name="shell", parameters={
     "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}))

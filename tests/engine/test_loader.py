@@ -13,8 +13,9 @@ import torch
 from agent.errors import UserError
 from backends.engine.config import read_config
 from backends.engine.model.loader import load_model
-from backends.engine.weights.gguf_weights import dequantize_tensor, open_gguf
+from backends.engine.weights.gguf_weights import dequantize_tensor
 from backends.gguf.default_model import default_model_path
+from backends.gguf.reader import read_gguf
 
 Q = gguf.GGMLQuantizationType
 QUANTIZABLE = {"F32": 0.0, "F16": 1e-3, "BF16": 1e-2, "Q8_0": 0.02, "Q4_0": 0.35, "Q4_1": 0.3}
@@ -60,7 +61,7 @@ def quant_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
 @pytest.mark.parametrize("kind", [*QUANTIZABLE, "Q4_K", "Q6_K"])
 def test_dequantize_matches_gguf(quant_file: tuple[Path, dict[str, np.ndarray]], kind: str) -> None:
     path, expected = quant_file
-    ours = open_gguf(path)
+    ours = read_gguf(path)
     theirs = gguf.GGUFReader(str(path))
     [tensor] = [t for t in ours.tensors if t.name == kind]
     [reference] = [t for t in theirs.tensors if t.name == kind]

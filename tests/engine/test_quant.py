@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from agent.errors import ConfigError, UserError
 from backends.engine.config import EngineSettings
 from backends.engine.weights.bf16_linear import Bf16Linear, bf16_kernel
-from backends.engine.weights.gguf_weights import dequantize_tensor, group_quantized, open_gguf
+from backends.engine.weights.gguf_weights import dequantize_tensor, group_quantized
 from backends.engine.weights.quant import (
     FloatLinear,
     Int4Linear,
@@ -18,6 +18,7 @@ from backends.engine.weights.quant import (
     make_linear,
 )
 from backends.gguf.default_model import default_model_path
+from backends.gguf.reader import read_gguf
 
 
 def _bf16_input(x: torch.Tensor) -> torch.Tensor:
@@ -26,7 +27,7 @@ def _bf16_input(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_q4_1_blocks_are_the_dequantized_weights_exactly() -> None:
-    reader = open_gguf(default_model_path())
+    reader = read_gguf(default_model_path())
     tensor = next(t for t in reader.tensors if t.name == "blk.0.ffn_gate.weight")
     blocks = group_quantized(reader, tensor)
     assert blocks is not None
@@ -40,7 +41,7 @@ def test_q4_1_blocks_are_the_dequantized_weights_exactly() -> None:
 
 
 def test_q8_0_embedding_is_not_a_4bit_group() -> None:
-    reader = open_gguf(default_model_path())
+    reader = read_gguf(default_model_path())
     embed = next(t for t in reader.tensors if t.name == "token_embd.weight")
     assert group_quantized(reader, embed) is None
 

@@ -101,9 +101,10 @@ def _chat(text: str) -> str:
 
 def _tokenizer() -> Any:
     from backends.engine.tokenizer import tokenizer_from_gguf
-    from backends.engine.weights.gguf_weights import open_gguf
+    from backends.gguf.reader import read_gguf
 
-    return tokenizer_from_gguf(open_gguf(default_model_path()))
+    with read_gguf(default_model_path()) as reader:
+        return tokenizer_from_gguf(reader)
 
 
 @pytest.fixture(scope="module", params=list(LOGIT_ATOL))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from backends.gguf.default_model import default_model_path
+from backends.gguf.reader import read_gguf
 
 HIDDEN, FFN, LAYERS, HEADS, KV_HEADS = 64, 128, 2, 4, 2
 
@@ -17,11 +18,9 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
     """Write the tiny model to ``path`` (float32 tensors, tied embeddings)."""
     import gguf
 
-    source = gguf.GGUFReader(str(default_model_path()))
+    source = read_gguf(default_model_path())
     writer = gguf.GGUFWriter(str(path), "llama")
-    tokens = source.get_field("tokenizer.ggml.tokens")
-    assert tokens is not None
-    vocab = len(tokens.contents())
+    vocab = len(source.get("tokenizer.ggml.tokens"))
     writer.add_context_length(512)
     writer.add_embedding_length(HIDDEN)
     writer.add_feed_forward_length(FFN)
@@ -33,18 +32,17 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
     writer.add_rope_dimension_count(HIDDEN // HEADS)
     writer.add_vocab_size(vocab)
     writer.add_file_type(0)
-    for field in source.fields.values():
-        if not field.name.startswith("tokenizer."):
+    for key, value in source.metadata.items():
+        if not key.startswith("tokenizer."):
             continue
-        kind = field.types[0]
-        if kind == gguf.GGUFValueType.ARRAY:
-            writer.add_array(field.name, field.contents())
-        elif kind == gguf.GGUFValueType.STRING:
-            writer.add_string(field.name, field.contents())
-        elif kind == gguf.GGUFValueType.BOOL:
-            writer.add_bool(field.name, field.contents())
+        if isinstance(value, list):
+            writer.add_array(key, value)
+        elif isinstance(value, str):
+            writer.add_string(key, value)
+        elif isinstance(value, bool):
+            writer.add_bool(key, value)
         else:
-            writer.add_uint32(field.name, int(field.contents()))
+            writer.add_uint32(key, int(value))
     rng = np.random.default_rng(seed)
 
     def tensor(name: str, *shape: int, scale: float = 0.08) -> None:

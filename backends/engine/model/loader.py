@@ -156,13 +156,10 @@ def _read_source(
         def read(report: Callable[[int], None]) -> Iterator[tuple[str, Weight]]:
             return iter_hf_weights(path, report)
     else:
-        from backends.engine.weights.gguf_weights import (
-            gguf_total_bytes,
-            iter_gguf_weights,
-            open_gguf,
-        )
+        from backends.engine.weights.gguf_weights import gguf_total_bytes, iter_gguf_weights
+        from backends.gguf.reader import read_gguf
 
-        reader = open_gguf(path)
+        reader = read_gguf(path)
         config = config_from_gguf(reader)
         tokenizer = tokenizer_from_gguf(reader)
         total = gguf_total_bytes(reader)

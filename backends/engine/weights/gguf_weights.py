@@ -1,16 +1,17 @@
-"""Read GGUF files: metadata fields and tensors, dequantized and renamed to the engine's layout."""
+"""A GGUF file's tensors as the engine's weights: renamed, dequantized to torch, Q/K unpermuted.
+
+The file itself is read by :mod:`backends.gguf.reader`.
+"""
 
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import UserError
-from backends.engine.config import GGUF_INSTALL_HINT, ModelConfig
+from backends.engine.config import ModelConfig
+from backends.gguf.reader import GGUFFile, GGUFTensor
 
 if TYPE_CHECKING:
     import torch
@@ -43,137 +44,6 @@ _GLOBAL_NAMES = {
 }
 
 
-_SCALARS = {
-    0: "<B",
-    1: "<b",
-    2: "<H",
-    3: "<h",
-    4: "<I",
-    5: "<i",
-    6: "<f",
-    7: "<?",
-    10: "<Q",
-    11: "<q",
-    12: "<d",
-}
-_NUMPY = {
-    0: "u1",
-    1: "i1",
-    2: "<u2",
-    3: "<i2",
-    4: "<u4",
-    5: "<i4",
-    6: "<f4",
-    7: "?",
-    10: "<u8",
-    11: "<i8",
-    12: "<f8",
-}
-_STRING, _ARRAY = 8, 9
-
-
-@dataclass(slots=True)
-class GGUFTensor:
-    """Where one tensor lies in the file and how it is stored."""
-
-    name: str
-    shape: tuple[int, ...]  # row-major (numpy) order: the reverse of ggml's ne[]
-    ggml_type: int
-    offset: int  # absolute byte offset in the file
-    n_bytes: int
-
-
-@dataclass(slots=True)
-class GGUFFile:
-    """A GGUF file's metadata and tensor directory; tensor bytes stay memory-mapped until read."""
-
-    path: Path
-    metadata: dict[str, Any]
-    tensors: list[GGUFTensor]
-    data: Any  # numpy memmap of the whole file
-
-
-class _Cursor:
-    """Sequential little-endian reads over a memory-mapped buffer."""
-
-    def __init__(self, buffer: Any) -> None:
-        self.buffer = buffer
-        self.pos = 0
-
-    def scalar(self, fmt: str) -> Any:
-        (value,) = struct.unpack_from(fmt, self.buffer, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return value
-
-    def string(self) -> str:
-        length = self.scalar("<Q")
-        raw = bytes(self.buffer[self.pos : self.pos + length])
-        self.pos += length
-        return raw.decode("utf-8", errors="replace")
-
-    def value(self, kind: int) -> Any:
-        if kind == _STRING:
-            return self.string()
-        if kind == _ARRAY:
-            import numpy as np
-
-            item, count = self.scalar("<I"), self.scalar("<Q")
-            if item in _NUMPY:
-                dtype = np.dtype(_NUMPY[item])
-                values = np.frombuffer(self.buffer, dtype=dtype, count=count, offset=self.pos)
-                self.pos += dtype.itemsize * count
-                return values.tolist()
-            return [self.value(item) for _ in range(count)]
-        if kind in _SCALARS:
-            return self.scalar(_SCALARS[kind])
-        raise ValueError(f"unknown GGUF value type {kind}")
-
-
-def open_gguf(path: Path) -> GGUFFile:
-    """Parse a GGUF file's header (metadata and tensor directory) without reading tensor data."""
-    try:
-        import gguf
-        import numpy as np
-    except ImportError as exc:
-        raise UserError(f"reading GGUF files needs the gguf package: {GGUF_INSTALL_HINT}") from exc
-    try:
-        data = np.memmap(str(path), dtype=np.uint8, mode="r")
-        cursor = _Cursor(data)
-        if bytes(data[:4]) != b"GGUF":
-            raise ValueError("it does not start with 'GGUF'")
-        version = cursor.scalar("<4xI")
-        if version < 2:
-            raise ValueError(f"GGUF version {version} is too old")
-        n_tensors, n_fields = cursor.scalar("<Q"), cursor.scalar("<Q")
-        metadata: dict[str, Any] = {}
-        for _ in range(n_fields):
-            key = cursor.string()
-            metadata[key] = cursor.value(cursor.scalar("<I"))
-        infos = []
-        for _ in range(n_tensors):
-            name = cursor.string()
-            dims = [cursor.scalar("<Q") for _ in range(cursor.scalar("<I"))]
-            infos.append((name, dims, cursor.scalar("<I"), cursor.scalar("<Q")))
-        alignment = int(metadata.get("general.alignment", 32))
-        start = -(-cursor.pos // alignment) * alignment
-        tensors = []
-        for name, dims, kind, offset in infos:
-            block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(kind)]
-            count = math.prod(dims)
-            shape = tuple(int(d) for d in reversed(dims))
-            tensors.append(
-                GGUFTensor(name, shape, kind, start + offset, count // block * type_size)
-            )
-    except (ValueError, OSError, struct.error, KeyError) as exc:
-        raise UserError(f"{path} is not a readable GGUF file: {exc}") from exc
-    return GGUFFile(Path(path), metadata, tensors, data)
-
-
-def field_value(reader: GGUFFile, key: str, default: Any = None) -> Any:
-    """A metadata value, or ``default`` when the key is absent."""
-    return reader.metadata.get(key, default)
-
-
 def engine_name(gguf_name: str) -> str | None:
     """The engine's parameter name for a GGUF tensor name; None for tensors the engine ignores."""
     if gguf_name in _GLOBAL_NAMES:
@@ -188,8 +58,8 @@ def engine_name(gguf_name: str) -> str | None:
 def tensor_bytes(reader: GGUFFile, tensor: GGUFTensor) -> Any:
     """The tensor's raw bytes as a uint8 numpy view, one row of blocks per tensor row."""
     rows = math.prod(tensor.shape[:-1]) if len(tensor.shape) > 1 else 1
-    raw = reader.data[tensor.offset : tensor.offset + tensor.n_bytes]
-    return raw.reshape(rows, tensor.n_bytes // rows)
+    raw = reader.tensor_bytes(tensor)
+    return raw.reshape(rows, raw.size // rows)
 
 
 def dequantize_tensor(reader: GGUFFile, tensor: GGUFTensor) -> torch.Tensor:
