@@ -1,4 +1,5 @@
-"""The `agent` command: its groups are mounted here; errors for the user are rendered once."""
+"""The `agent` command: its commands are listed here, each imported only when it is used;
+errors for the user are rendered once."""
 
 from __future__ import annotations
 
@@ -6,19 +7,129 @@ import os
 import sys
 
 import typer
-from rich.markup import escape
 
 from agent.errors import UserError
-from cli import run_cmd, serve_cmd
-from cli.config import config_path
-from cli.console import SafeConsole
-from cli.models_cmd import models
-from cli.sessions_cmd import sessions_app
+from cli.lazy_group import LazyCommand, LazyGroup
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100, "terminal_width": 100}
 
+# In the order `agent --help` lists them: single commands first, then the groups. Each summary
+# is the first paragraph of the command's help (tests/cli/test_lazy_commands.py checks them).
+COMMANDS = (
+    LazyCommand(
+        "run",
+        "cli.run_cmd:run",
+        "Run one task to a final answer. Exit code 0 on a final answer, 1 otherwise.",
+    ),
+    LazyCommand(
+        "chat",
+        "cli.run_cmd:chat",
+        "Talk with the agent; the conversation is kept as a session. "
+        "Type /exit or Ctrl-D to leave.",
+    ),
+    LazyCommand(
+        "models",
+        "cli.models_cmd:models",
+        "Show the configured backend and model, the default model file, its size and architecture.",
+    ),
+    LazyCommand(
+        "serve",
+        "cli.serve_cmd:serve",
+        "Serve the bundled engine as an OpenAI-compatible API (/v1/chat/completions and more).",
+    ),
+    LazyCommand(
+        "audit",
+        "cli.audit_cmd:audit",
+        "Show recent tool calls with their decisions (from the audit log).",
+    ),
+    LazyCommand(
+        "eval",
+        "cli.eval_cmd:evaluate",
+        "Run every task of a suite in a fresh workspace and report the success rate per variant.",
+    ),
+    LazyCommand(
+        "doctor",
+        "cli.doctor_cmd:doctor",
+        "Check what the sandbox enforces on this machine, and what it cannot.",
+    ),
+    LazyCommand(
+        "gateway",
+        "cli.gateway_cmd:gateway",
+        "Run the chat bots (Telegram, Discord) in the foreground until SIGINT or SIGTERM.",
+    ),
+    LazyCommand(
+        "train",
+        "cli.train_cmd:train",
+        "Train a LoRA adapter (OUT/adapter.gguf, with OUT/manifest.json) on the CPU.",
+    ),
+    LazyCommand(
+        "usage",
+        "cli.usage_cmd:usage",
+        "Tokens, steps, time and cost of past runs, read from their traces.",
+    ),
+    LazyCommand(
+        "web",
+        "cli.web_cmd:web",
+        "Serve a local web page: chat, approve tool calls, read traces, eval runs and status.",
+    ),
+    # The search module adds `sessions search` to the group of cli/sessions_cmd.py.
+    LazyCommand(
+        "sessions",
+        "cli.sessions_search_cmd:sessions_app",
+        "List, show and remove saved sessions.",
+    ),
+    LazyCommand(
+        "config",
+        "cli.config_cmd:config_app",
+        "Where the config file is and what it holds.",
+    ),
+    LazyCommand(
+        "tools",
+        "cli.tools_cmd:tools_app",
+        "List the agent's tools, or call one by hand.",
+    ),
+    LazyCommand(
+        "skills",
+        "cli.skills_cmd:skills_app",
+        "Installed skills: list, info, install, approve, remove, check.",
+    ),
+    LazyCommand(
+        "engine",
+        "cli.engine_cmd:engine_app",
+        "The bundled paged engine: plan how much KV cache fits; stop resident engines.",
+    ),
+    LazyCommand(
+        "traces",
+        "cli.traces_cmd:traces_app",
+        "Traces of past runs: list, show, grade, fix, export.",
+    ),
+    LazyCommand(
+        "pairing",
+        "cli.pairing_cmd:pairing_app",
+        "Pair chat users with the bots: list codes, approve or deny them, revoke users.",
+    ),
+    LazyCommand(
+        "cron",
+        "cli.cron_cmd:cron_app",
+        "Scheduled jobs: a prompt run on a schedule, its answer sent to a chat or printed.",
+    ),
+    LazyCommand(
+        "memory",
+        "cli.memory_cmd:memory_app",
+        "Show, edit and forget what the assistant remembers.",
+    ),
+)
+
+
+class AgentGroup(LazyGroup):
+    """The top-level group: every command of :data:`COMMANDS`."""
+
+    lazy = COMMANDS
+
+
 app = typer.Typer(
     name="agent",
+    cls=AgentGroup,
     help=(
         "clawloop: a command-line agent runtime. "
         "A model calls tools in a sandbox until the task is done."
@@ -29,69 +140,13 @@ app = typer.Typer(
     context_settings=CONTEXT,
     add_completion=False,
 )
-app.command()(run_cmd.run)
-app.command()(run_cmd.chat)
-app.command()(models)
-app.command()(serve_cmd.serve)
-app.add_typer(sessions_app, name="sessions")
-
-config_app = typer.Typer(help="Where the config file is and what it holds.", no_args_is_help=True)
-app.add_typer(config_app, name="config")
 
 
-@config_app.command("path")
-def show_config_path() -> None:
-    """Print the config file's path ($CLAWLOOP_CONFIG overrides it)."""
-    typer.echo(str(config_path()))
-
-
-@config_app.command("show")
-def show_config() -> None:
-    """Print the settings in effect (defaults, file, environment merged), secrets redacted."""
-    from cli.config import load_settings
-    from sandbox.secrets import Redactor, find_secrets
-
-    settings = load_settings()
-    redactor = Redactor(find_secrets(settings.model_dump(), os.environ))
-    typer.echo(redactor.redact(settings.model_dump_json(indent=2)))
-
-
-def _mount_optional_groups() -> None:
-    """Groups whose modules depend on other packages' files."""
-    from cli.audit_cmd import audit
-    from cli.cron_cmd import cron_app
-    from cli.doctor_cmd import doctor
-    from cli.engine_cmd import engine_app
-    from cli.eval_cmd import evaluate
-    from cli.gateway_cmd import gateway
-    from cli.memory_cmd import memory_app
-    from cli.pairing_cmd import pairing_app
-    from cli.sessions_search_cmd import search as _sessions_search  # noqa: F401 (registers)
-    from cli.skills_cmd import skills_app
-    from cli.tools_cmd import tools_app
-    from cli.traces_cmd import traces_app
-    from cli.train_cmd import train
-    from cli.usage_cmd import usage
-    from cli.web_cmd import web
-
-    app.add_typer(tools_app, name="tools")
-    app.add_typer(skills_app, name="skills")
-    app.command("audit")(audit)
-    app.add_typer(engine_app, name="engine")
-    app.command("eval")(evaluate)
-    app.add_typer(traces_app, name="traces")
-    app.command("doctor")(doctor)
-    app.command("gateway")(gateway)
-    app.add_typer(pairing_app, name="pairing")
-    app.add_typer(cron_app, name="cron")
-
-    app.add_typer(memory_app, name="memory")
-    app.command("train")(train)
-    app.command("usage")(usage)
-    app.command("web")(web)
-
-
-_mount_optional_groups()
+@app.callback()
+def _group() -> None:
+    # Typer builds a group only for an app with commands or a callback; the commands are
+    # mounted by AgentGroup as they are asked for, so this callback stands in. It does nothing.
+    pass
 
 
 def main() -> None:
@@ -107,6 +162,10 @@ def main() -> None:
     except UserError as exc:
         if os.environ.get("CLAWLOOP_DEBUG"):
             raise
+        from rich.markup import escape
+
+        from cli.console import SafeConsole
+
         SafeConsole(stderr=True, highlight=False).print(
             f"[red]error:[/red] {escape(exc.message)}", soft_wrap=True
         )
