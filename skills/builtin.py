@@ -5,15 +5,31 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.plugins import hookimpl
-from skills.default_rules import FILES_RULES, SHELL_RULES, SIMPLE_RULES
+from agent.tools import Tool
+from skills.context import SkillContext
+from skills.default_rules import FILES_RULES, MAIL_RULES, SHELL_RULES, SIMPLE_RULES
 from skills.files import make_files_tools
-from skills.mail.tools import MAIL_RULES, make_mail_tools
 from skills.memory.tools import MEMORY_CONSEQUENTIAL, MEMORY_RULES, make_memory_tools
 from skills.reader import READER_RULES, make_reader_tools
 from skills.shell import make_shell_tools
 from skills.simple import make_simple_tools
 from skills.skill import Skill
-from skills.web.tools import make_web_tools
+
+
+# The mail and web tools (and their protocol modules) are imported when the skill starts, so a
+# run with neither skill, such as the small-model profile's, does not load them.
+def make_mail_tools(context: SkillContext) -> list[Tool]:
+    """:func:`skills.mail.tools.make_mail_tools`."""
+    from skills.mail.tools import make_mail_tools as make
+
+    return make(context)
+
+
+def make_web_tools(context: SkillContext) -> list[Tool]:
+    """:func:`skills.web.tools.make_web_tools`."""
+    from skills.web.tools import make_web_tools as make
+
+    return make(context)
 
 
 @hookimpl

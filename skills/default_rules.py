@@ -1,4 +1,5 @@
-"""The default rules the built-in ``shell`` and ``files`` skills ship, merged into the policy.
+"""The default rules the built-in skills ship (``shell``, ``files``, ``simple``, ``mail``),
+merged into the policy.
 
 Read-only commands run without asking. Options that make them write or run other programs are
 sent back to "ask" by the ask list, which is checked before any allow rule.
@@ -104,6 +105,12 @@ SIMPLE_RULES = DefaultRules(
     allow=[*SHELL_RULES.allow, *FILES_RULES.allow],
     ask=[*SHELL_RULES.ask, *FILES_RULES.ask],
     deny=[*SHELL_RULES.deny, *FILES_RULES.deny],
+)
+
+# Reading mail runs without asking; sending asks.
+MAIL_RULES = DefaultRules(
+    allow=["mail.search", "mail.read", "mail.folders"],
+    ask=["mail.send"],
 )
 
 

@@ -1,7 +1,8 @@
 """The mail tools: ``mail_send``, ``mail_search``, ``mail_read``, ``mail_list_folders``.
 
 Everything read from a mailbox (subjects, senders, bodies) is written by strangers, so it
-reaches the model as untrusted content. Sending asks the user by default (see ``MAIL_RULES``).
+reaches the model as untrusted content. Sending asks the user by default (``MAIL_RULES`` in
+skills/default_rules.py).
 """
 
 from __future__ import annotations
@@ -21,12 +22,7 @@ from skills.guard import with_rule
 from skills.mail import imap, message, smtp
 from skills.mail.config import MailAccount, MailSettings
 from skills.mail.query import HELP, criteria
-from skills.skill import DefaultRules
 
-MAIL_RULES = DefaultRules(
-    allow=["mail.search", "mail.read", "mail.folders"],
-    ask=["mail.send"],
-)
 MAX_RESULTS = 50
 
 Addresses = Annotated[
