@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from agent.plugins import hookimpl
-from agent.tools import Tool
-from skills.context import SkillContext
 from skills.default_rules import FILES_RULES, MAIL_RULES, SHELL_RULES, SIMPLE_RULES
 from skills.files import make_files_tools
 from skills.memory.tools import MEMORY_CONSEQUENTIAL, MEMORY_RULES, make_memory_tools
@@ -14,6 +13,10 @@ from skills.reader import READER_RULES, make_reader_tools
 from skills.shell import make_shell_tools
 from skills.simple import make_simple_tools
 from skills.skill import Skill
+
+if TYPE_CHECKING:
+    from agent.tools import Tool
+    from skills.context import SkillContext
 
 
 # The mail and web tools (and their protocol modules) are imported when the skill starts, so a

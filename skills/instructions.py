@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from agent.errors import UserError
@@ -39,6 +38,8 @@ def split_front_matter(text: str, where: Path) -> tuple[dict[str, Any], str]:
     head, sep, body = rest.partition("\n---")
     if not sep:
         raise UserError(f"{where}: the front matter of SKILL.md is not closed with '---'")
+    import yaml  # only where a SKILL.md is read: a run with none does not load it
+
     try:
         data = yaml.safe_load(head) or {}
     except yaml.YAMLError as exc:

@@ -8,15 +8,17 @@ connection is made, and it is added to the redactor so no output can carry it.
 from __future__ import annotations
 
 import os
-import ssl
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.errors import UserError
+
+if TYPE_CHECKING:
+    import ssl
 
 Security = Literal["starttls", "tls", "none"]
 
@@ -118,6 +120,8 @@ def account_passwords(settings: MailSettings, environ: Mapping[str, str]) -> lis
 
 def ssl_context(account: MailAccount) -> ssl.SSLContext:
     """A verifying TLS context; ``ca_file`` adds a CA (a self-signed server certificate)."""
+    import ssl  # the config is read on every run; TLS is set up only when mail connects
+
     context = ssl.create_default_context()
     if account.ca_file is not None:
         context.load_verify_locations(cafile=os.fspath(account.ca_file.expanduser()))
