@@ -22,9 +22,10 @@ from pathlib import Path
 
 from agent.errors import ToolError
 from sandbox.command import parse_command
+from sandbox.execute import CommandResult
 from sandbox.paths import PathResolver
 from sandbox.rules import PathSubject, normalize_path
-from sandbox.runner import CommandResult, CommandRunner, SandboxRunner
+from sandbox.runner import CommandRunner, SandboxRunner
 from skills.context import SkillContext
 from skills.skill import Permissions
 

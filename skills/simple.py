@@ -22,8 +22,8 @@ from pydantic import Field
 
 from agent.errors import ToolError
 from agent.tools import Tool, ToolResult, function_tool
+from sandbox.execute import CommandResult
 from sandbox.rules import Effect, PathSubject, Subject
-from sandbox.runner import CommandResult
 from sandbox.safewalk import Walk
 from skills.context import SkillContext
 from skills.files import MAX_CALL_SECONDS, MAX_WALK, _read_text, _write_text, file_provenance

@@ -19,8 +19,8 @@ from pydantic import Field
 
 from agent.errors import ToolError
 from agent.tools import Tool, function_tool
+from sandbox.execute import CommandResult
 from sandbox.rules import CommandSubject
-from sandbox.runner import CommandResult
 from skills.context import SkillContext
 from skills.guard import with_rule
 

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from sbx_support import FAKE_SECRET, Listener, RunFn, running_listener
 
-from sandbox.runner import CommandResult, SandboxRunner
+from sandbox.execute import CommandResult
+from sandbox.runner import SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 
 # The programs these tests drive. A missing one fails loudly: a skipped escape test would

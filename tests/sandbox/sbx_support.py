@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.runner import CommandResult
+from sandbox.execute import CommandResult
 
 FAKE_SECRET = "clawloop-fake-secret-4b1d9e"
 RunFn = Callable[..., CommandResult]

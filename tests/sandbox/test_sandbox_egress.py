@@ -18,8 +18,9 @@ from sbx_support import Listener, running_listener
 from agent.errors import ToolError, UserError
 from sandbox import bwrap
 from sandbox.egress import EgressProxy, parse_host
+from sandbox.execute import CommandResult
 from sandbox.relay_build import RELAY_VARIABLE
-from sandbox.runner import CommandResult, SandboxRunner
+from sandbox.runner import SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 
 

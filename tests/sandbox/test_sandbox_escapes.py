@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from sbx_support import FAKE_SECRET, Listener, RunFn, gone
 
+from sandbox.execute import CommandResult
 from sandbox.limits import count_processes
-from sandbox.runner import CommandResult
 
 
 @dataclass

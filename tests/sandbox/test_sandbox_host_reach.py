@@ -24,7 +24,8 @@ from sbx_support import RunFn
 
 import sandbox.runner
 from sandbox.bwrap import MountPlan
-from sandbox.runner import CommandResult, SandboxRunner
+from sandbox.execute import CommandResult
+from sandbox.runner import SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 
 SECRET = "host-reach-secret-81c3"

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ToolError
-from sandbox.runner import CommandResult, SandboxRunner
+from sandbox.execute import CommandResult
+from sandbox.runner import SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 from skills.context import SkillContext
 from skills.permissions import check_argv, scoped_context

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sbx_support import RunFn
 
-from sandbox.runner import CommandResult
+from sandbox.execute import CommandResult
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
 

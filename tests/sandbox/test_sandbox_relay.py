@@ -20,8 +20,9 @@ import pytest
 
 from sandbox import helper_build, relay_build
 from sandbox.doctor import checks
+from sandbox.execute import CommandResult
 from sandbox.relay_build import RELAY_VARIABLE, compiled_relay
-from sandbox.runner import CommandResult, SandboxRunner
+from sandbox.runner import SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 
 GREETING = "hello through the relay"

@@ -21,7 +21,8 @@ from sbx_support import RunFn
 
 import sandbox.runner
 from sandbox import seccomp
-from sandbox.runner import CommandResult, SandboxRunner
+from sandbox.execute import CommandResult
+from sandbox.runner import SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 
 FILES = 60_000

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sandbox.runner import CommandResult, SandboxRunner
+from sandbox.execute import CommandResult
+from sandbox.runner import SandboxRunner
 from sandbox.settings import Mode, ResourceLimits, SandboxSettings
 from sandbox.writable import writable_parts
 
