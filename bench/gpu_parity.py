@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-PROMPTS = [
-    "What is the capital of France?",
-    "Write a short poem about the sea.",
-    "List three prime numbers.",
-    "Explain what a CPU cache is.",
-    "Translate 'good morning' into Spanish.",
-    "def fibonacci(n):",
-    "Give me a tip for learning Python.",
-    "Why is the sky blue?",
-]
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "engine"))  # the prompts the CPU parity tests use
+
+from parity_prompts import PROMPTS  # noqa: E402
 
 
 def _chat(tokenizer: Any, text: str) -> list[int]:

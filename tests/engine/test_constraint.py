@@ -15,6 +15,7 @@ import torch
 
 # Skip (rather than fail to collect) where the engine extra is not installed.
 import xgrammar as xgr
+from tool_specs import object_tool
 
 from agent.messages import FunctionSpec, ToolSpec
 from backends.engine.model.constraint import (
@@ -28,51 +29,29 @@ from backends.engine.model.sampler import unpack_bitmask
 
 VOCAB = 49152
 TOOLS = [
-    ToolSpec(
-        function=FunctionSpec(
-            name="read_file",
-            description="Read a text file.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "maxLength": 24},
-                    "max_lines": {"type": "integer", "minimum": 1, "maximum": 500},
-                },
-                "required": ["path"],
-            },
-        )
+    object_tool(
+        "read_file",
+        {
+            "path": {"type": "string", "maxLength": 24},
+            "max_lines": {"type": "integer", "minimum": 1, "maximum": 500},
+        },
+        ["path"],
+        "Read a text file.",
     ),
-    ToolSpec(
-        function=FunctionSpec(
-            name="run_shell",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "minLength": 1, "maxLength": 30},
-                    "flags": {
-                        "type": "array",
-                        "items": {"enum": ["-a", "-l", "--verbose"]},
-                        "maxItems": 3,
-                    },
-                    "timeout": {"type": "number"},
-                    "env": {
-                        "type": "object",
-                        "properties": {"HOME": {"type": "string", "maxLength": 10}},
-                    },
-                },
-                "required": ["command", "flags"],
-            },
-        )
+    object_tool(
+        "run_shell",
+        {
+            "command": {"type": "string", "minLength": 1, "maxLength": 30},
+            "flags": {"type": "array", "items": {"enum": ["-a", "-l", "--verbose"]}, "maxItems": 3},
+            "timeout": {"type": "number"},
+            "env": {"type": "object", "properties": {"HOME": {"type": "string", "maxLength": 10}}},
+        },
+        ["command", "flags"],
     ),
-    ToolSpec(
-        function=FunctionSpec(
-            name="set_mode",
-            parameters={
-                "type": "object",
-                "properties": {"mode": {"enum": ["fast", "safe"]}, "verbose": {"type": "boolean"}},
-                "required": ["mode", "verbose"],
-            },
-        )
+    object_tool(
+        "set_mode",
+        {"mode": {"enum": ["fast", "safe"]}, "verbose": {"type": "boolean"}},
+        ["mode", "verbose"],
     ),
     ToolSpec(function=FunctionSpec(name="list_dir")),
 ]

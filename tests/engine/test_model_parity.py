@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 from greedy_reference import greedy_rows
+from parity_prompts import PROMPTS
 
 from backends.engine.model.model_runner import ModelRunner
 from backends.gguf.default_model import default_model_path
@@ -25,16 +26,6 @@ except ImportError:
 
 pytestmark = pytest.mark.slow
 
-PROMPTS = [
-    "What is the capital of France?",
-    "Write a short poem about the sea.",
-    "List three prime numbers.",
-    "Explain what a CPU cache is.",
-    "Translate 'good morning' into Spanish.",
-    "def fibonacci(n):",
-    "Give me a tip for learning Python.",
-    "Why is the sky blue?",
-]
 NEW_TOKENS = 64
 
 

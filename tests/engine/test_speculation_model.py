@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tool_specs import object_tool
 
-from agent.messages import FunctionSpec, ToolSpec, UserMessage
+from agent.messages import UserMessage
 from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.core.params import SamplingParams
 from backends.engine.model.constraint import ConstraintFactory
@@ -19,19 +20,7 @@ from backends.engine.model.model_runner import ModelRunner
 from backends.gguf.default_model import default_model_path
 from backends.local.chat_template import ChatTemplate
 
-TOOLS = [
-    ToolSpec(
-        function=FunctionSpec(
-            name="read_file",
-            description="Read a text file.",
-            parameters={
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            },
-        )
-    )
-]
+TOOLS = [object_tool("read_file", {"path": {"type": "string"}}, ["path"], "Read a text file.")]
 COPY_TASKS = [
     "Repeat this line exactly: the server at 127.0.0.1:8080 reads config/settings.yaml first.",
     'Rewrite this JSON with the same keys: {"name": "report.txt", "size": 2048, "owner": "ada"}',

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import torch
 from greedy_reference import greedy_rows
+from parity_prompts import PROMPTS as PARITY_PROMPTS
 
 from backends.engine.core.batch import StepBatch
 from backends.engine.core.llm_engine import LLMEngine
@@ -49,14 +50,7 @@ LOGIT_ATOL = {"float32": 2e-3, "int4-decode": 2e-3, "bfloat16": 0.5, "int8": 3.0
 MIN_IDENTICAL = 0.9
 NEW_TOKENS = 32
 PROMPTS = [
-    "What is the capital of France?",
-    "Write a short poem about the sea.",
-    "List three prime numbers.",
-    "Explain what a CPU cache is.",
-    "Translate 'good morning' into Spanish.",
-    "def fibonacci(n):",
-    "Give me a tip for learning Python.",
-    "Why is the sky blue?",
+    *PARITY_PROMPTS,
     "How many legs does a spider have?",
     "Name a famous painting by Leonardo da Vinci.",
     "What does HTTP stand for?",
