@@ -9,6 +9,8 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+from memory_support import memory_toolbox
+
 from agent.events import ApprovalRequested, Event, ToolResultEvent
 from agent.loop import AgentLoop
 from agent.messages import AssistantMessage, Message, ToolCall, UserMessage
@@ -19,12 +21,8 @@ from agent.tools import ContentPart, Toolbox, ToolResult, function_tool, tool_sp
 from backends.fake import FakeBackend
 from cli.config import load_settings
 from cli.wiring import build_loop
-from sandbox.settings import SandboxSettings
-from skills.context import Places, SkillContext
-from skills.memory.config import MemorySettings
 from skills.memory.recall import PROMPT_OPEN, prompt_block, rank
 from skills.memory.store import MemoryStore
-from skills.toolbox import build_toolbox
 
 SENDER = "eve@evil.example"
 
@@ -38,17 +36,8 @@ def read_mail(id: str) -> ToolResult:
     )
 
 
-def memory_toolbox(tmp_path: Path, skills: list[str] | None = None) -> Toolbox:
-    ws = tmp_path / "ws"
-    ws.mkdir(exist_ok=True)
-    context = SkillContext.create(
-        ws,
-        SandboxSettings(backend="off"),
-        places=Places(data_dir=tmp_path / "data"),
-        environ={},
-        options={"memory": MemorySettings()},
-    )
-    box = build_toolbox(context, None, skills or ["memory"], check_sandbox=False)
+def mail_and_memory(tmp_path: Path, skills: list[str] | None = None) -> Toolbox:
+    box = memory_toolbox(tmp_path, skills)
     box.add(function_tool(read_mail))
     return box
 
@@ -58,7 +47,7 @@ def drive(
 ) -> list[ToolResultEvent]:
     turns = [AssistantMessage(tool_calls=[ToolCall.make(n, a)]) for n, a in calls]
     loop = AgentLoop(
-        FakeBackend([*turns, AssistantMessage(content="done")]), memory_toolbox(tmp_path)
+        FakeBackend([*turns, AssistantMessage(content="done")]), mail_and_memory(tmp_path)
     )
     events: list[Event] = list(loop.run(Session(), task, context or RunContext()))
     return [e for e in events if isinstance(e, ToolResultEvent)]
@@ -145,7 +134,7 @@ def test_an_attended_run_asks_and_a_remember_in_the_users_words_is_stored_with_i
         ),
         AssistantMessage(content="done"),
     ]
-    loop = AgentLoop(FakeBackend(turns), memory_toolbox(tmp_path))
+    loop = AgentLoop(FakeBackend(turns), mail_and_memory(tmp_path))
     task = "Read my mail, and remember that I like green tea"
     asks = []
     results = []
@@ -189,7 +178,7 @@ def test_the_prompt_block_holds_the_profile_then_the_newest_facts_within_its_bou
 
 
 def test_the_small_models_selector_reaches_recall_and_remember(tmp_path: Path) -> None:
-    box = memory_toolbox(tmp_path, skills=["simple", "memory"])
+    box = mail_and_memory(tmp_path, skills=["simple", "memory"])
     settings = load_settings({"profile": "small", "workspace": tmp_path / "ws"})
     assert settings.skill_names == ["simple", "memory"]
     select = build_loop(settings, FakeBackend(), box).select_tools

@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memory_support import memory_toolbox
 
 from agent.events import Event, ToolResultEvent
 from agent.loop import AgentLoop
 from agent.messages import AssistantMessage, ToolCall
 from agent.session import Session
 from backends.fake import FakeBackend
-from sandbox.settings import SandboxSettings
-from skills.context import Places, SkillContext
 from skills.memory.config import MemorySettings
 from skills.memory.store import MemoryStore
 from skills.memory.user_words import (
@@ -25,7 +24,6 @@ from skills.memory.user_words import (
     fact_clause,
     kept_text,
 )
-from skills.toolbox import build_toolbox
 
 
 @pytest.mark.parametrize(
@@ -94,16 +92,7 @@ def test_the_models_text_is_kept_only_where_it_is_the_users_words() -> None:
 
 
 def _loop(tmp_path: Path, *calls: tuple[str, dict[str, Any]], own_words: bool) -> AgentLoop:
-    ws = tmp_path / "ws"
-    ws.mkdir(exist_ok=True)
-    context = SkillContext.create(
-        ws,
-        SandboxSettings(backend="off"),
-        places=Places(data_dir=tmp_path / "data"),
-        environ={},
-        options={"memory": MemorySettings(user_words=own_words)},
-    )
-    box = build_toolbox(context, None, ["memory"], check_sandbox=False)
+    box = memory_toolbox(tmp_path, memory=MemorySettings(user_words=own_words))
     turns = [AssistantMessage(tool_calls=[ToolCall.make(n, a)]) for n, a in calls]
     return AgentLoop(FakeBackend([*turns, AssistantMessage(content="ok")]), box)
 
