@@ -11,6 +11,7 @@ import pytest
 from fake_runner import FakeRunner, FakeTokenizer, reference_generate
 
 from agent.messages import ChatRequest, FunctionSpec, ToolSpec, UserMessage
+from backends.base import DecodeResult
 from backends.engine.backend import EngineDecoder, sampling_params_for
 from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.core.params import SamplingParams
@@ -78,11 +79,6 @@ def decoder() -> EngineDecoder:
 
 
 def test_decode_streams_text_then_a_result_with_usage(decoder: EngineDecoder) -> None:
-    pytest.importorskip(
-        "backends.local.chat_template", reason="backends.base needs the chat template"
-    )
-    from backends.base import DecodeResult
-
     prompt = "<user> hello </user>"
     items = list(decoder.decode(prompt, request(max_tokens=12), [], None))
     *pieces, result = items
@@ -98,11 +94,6 @@ def test_decode_streams_text_then_a_result_with_usage(decoder: EngineDecoder) ->
 
 
 def test_tools_get_a_constraint(decoder: EngineDecoder) -> None:
-    pytest.importorskip(
-        "backends.local.chat_template", reason="backends.base needs the chat template"
-    )
-    from backends.base import DecodeResult
-
     tools = [ToolSpec(function=FunctionSpec(name="ls"))]
     *_, result = decoder.decode("p", request(tool_choice="required"), [], tools)
     assert isinstance(result, DecodeResult)
@@ -111,9 +102,6 @@ def test_tools_get_a_constraint(decoder: EngineDecoder) -> None:
 
 
 def test_concurrent_conversations_share_the_engine(decoder: EngineDecoder) -> None:
-    pytest.importorskip(
-        "backends.local.chat_template", reason="backends.base needs the chat template"
-    )
     prompts = [f"conversation {i} " * (i + 1) for i in range(8)]
     texts: dict[int, str] = {}
     start = threading.Barrier(len(prompts))
@@ -141,8 +129,6 @@ def test_concurrent_conversations_share_the_engine(decoder: EngineDecoder) -> No
 @pytest.fixture(scope="module")
 def real_backend() -> object:
     pytest.importorskip("torch")
-    pytest.importorskip("backends.local.chat_template", reason="needs the chat template")
-    pytest.importorskip("backends.engine.model.model_runner", reason="needs the model runner")
     from agent.errors import UserError
     from backends.engine.backend import make_engine_backend
     from backends.gguf.default_model import default_model_path

@@ -328,7 +328,7 @@ def test_stop_matcher_holds_back_possible_prefixes() -> None:
 @pytest.mark.slow
 def test_real_model_greedy_tokens_do_not_depend_on_batching_preemption_or_cache() -> None:
     pytest.importorskip("torch")
-    model_runner = pytest.importorskip("backends.engine.model.model_runner")
+    from backends.engine.model.model_runner import ModelRunner
     from backends.gguf.default_model import default_model_path
 
     try:
@@ -339,7 +339,7 @@ def test_real_model_greedy_tokens_do_not_depend_on_batching_preemption_or_cache(
     prompts = [[rng.randrange(100, 32000) for _ in range(rng.randint(20, 64))] for _ in range(12)]
     params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
     per_token = 2 * 30 * 3 * 64 * 4  # float32 KV of the bundled model
-    runner = model_runner.ModelRunner(path, kv_cache_bytes=20 * 16 * per_token)
+    runner = ModelRunner(path, kv_cache_bytes=20 * 16 * per_token)
     try:
         single = LLMEngine(runner)
         alone = [single.generate([p], params)[0].token_ids for p in prompts[:3]]
