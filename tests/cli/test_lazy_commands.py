@@ -16,30 +16,25 @@ from cli.main import COMMANDS, AgentGroup, app
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND_MODULES = sorted({entry.target.split(":")[0] for entry in COMMANDS})
 
-# Runs `agent ARGS...` in this process and prints the command modules it imported.
-PROBE = (
-    "import atexit, json, sys\n"
-    "names = json.loads(sys.argv[1])\n"
-    "atexit.register(lambda: print('LOADED', json.dumps(sorted(n for n in names "
-    "if n in sys.modules))))\n"
-    "sys.argv = ['agent', *sys.argv[2:]]\n"
-    "from cli.main import main\n"
-    "main()\n"
-)
+# Runs `agent ARGS...` in this process, then prints the command modules it imported.
+# (Python's import log cannot tell: it leaves out modules loaded by importlib.import_module.)
+PROBE = """
+import atexit, json, sys
+names = json.loads(sys.argv[1])
+atexit.register(lambda: print("LOADED", json.dumps([n for n in names if n in sys.modules])))
+sys.argv = ["agent", *sys.argv[2:]]
+from cli.main import main
+main()
+"""
 
 
 def loaded_modules(*args: str, cwd: Path) -> list[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CLAWLOOP_CONFIG": str(cwd / "none.toml")}
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(COMMAND_MODULES), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("LOADED "))
+    """The command modules `agent ARGS...` imports."""
+    command = [sys.executable, "-c", PROBE, json.dumps(COMMAND_MODULES), *args]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = out.stdout.splitlines()[-1]
     loaded: list[str] = json.loads(line.removeprefix("LOADED "))
     return loaded
 
