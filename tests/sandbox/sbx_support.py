@@ -72,7 +72,10 @@ def running_listener() -> Iterator[Listener]:
 
 
 def processes_with(marker: str) -> list[int]:
-    """Host pids whose command line contains ``marker``."""
+    """Host pids whose command line (arguments joined by spaces) holds ``marker``.
+
+    Sandboxed commands live in their own pid namespace, but the host sees every one of them.
+    """
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -81,7 +84,7 @@ def processes_with(marker: str) -> list[int]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        if marker.encode() in cmdline:
+        if marker.encode() in cmdline.replace(b"\0", b" "):
             found.append(int(entry))
     return found
 

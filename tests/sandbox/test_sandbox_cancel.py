@@ -13,26 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from sbx_support import processes_with
 
 from agent.errors import ToolError
 from agent.run_context import RunContext, context_for_call
 from sandbox.runner import SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
-
-
-def processes_with(marker: str) -> list[int]:
-    """Host pids whose command line (arguments joined by spaces) holds ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if marker.encode() in f.read().replace(b"\0", b" "):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
 
 
 def wait_until(check: object, timeout: float) -> bool:
