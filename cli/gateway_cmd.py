@@ -21,6 +21,7 @@ from cli.config import Settings, load_settings
 from cli.cron_cmd import store_for
 from cli.cron_jobs import gateway_executor
 from cli.gateway_web import web_server
+from cli.options import BackendOpt, ScriptOpt, WorkspaceOpt
 from cli.wiring import build_backend, build_loop, settings_toolbox, traced_runs
 from connectors.access import AccessList
 from connectors.base import Connector
@@ -41,23 +42,7 @@ SHUTDOWN_LIMIT_S = 12.0
 CheckOpt = Annotated[
     bool, typer.Option("--check", help="Validate the config and the bots' tokens, then exit.")
 ]
-BackendOpt = Annotated[
-    str | None,
-    typer.Option("--backend", "-b", help="Backend: llamacpp, engine, openai, fake, or a plugin's."),
-]
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model for the backend.")]
-ScriptOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--script", help="JSON file of scripted assistant turns (implies --backend fake)."
-    ),
-]
-WorkspaceOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--workspace", "-w", help="Folder the tools work in (default: the current folder)."
-    ),
-]
 
 
 def gateway_dir(settings: Settings) -> Path:

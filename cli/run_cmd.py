@@ -16,16 +16,13 @@ from agent.terminal_text import set_raw_output
 from cli.approvals import TerminalApprover, answer_event, choose_approver
 from cli.config import Settings, load_settings
 from cli.console import SafeConsole
+from cli.options import BackendOpt, SandboxOpt, ScriptOpt, WorkspaceOpt
 from cli.render import JsonRenderer, Renderer, TerminalRenderer
 from cli.wiring import build_backend, build_loop, open_session, run_traced, settings_toolbox
 from skills.guard import Approver
 
 err_console = SafeConsole(stderr=True, highlight=False)
 
-BackendOpt = Annotated[
-    str | None,
-    typer.Option("--backend", "-b", help="Backend: llamacpp, engine, openai, fake, or a plugin's."),
-]
 ModelOpt = Annotated[
     str | None,
     typer.Option(
@@ -37,12 +34,6 @@ ModelOpt = Annotated[
 AdapterOpt = Annotated[
     str | None,
     typer.Option("--adapter", help="A GGUF LoRA adapter for llamacpp or engine (none: off)."),
-]
-ScriptOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--script", help="JSON file of scripted assistant turns (implies --backend fake)."
-    ),
 ]
 SessionOpt = Annotated[
     str | None, typer.Option("--session", "-s", help="Continue (or start) the named session.")
@@ -62,23 +53,10 @@ YesOpt = Annotated[
     bool,
     typer.Option("--yes", "-y", help="Approve calls that would ask (never overrides a deny rule)."),
 ]
-WorkspaceOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--workspace", "-w", help="Folder the tools work in (default: the current folder)."
-    ),
-]
 ModeOpt = Annotated[
     str | None,
     typer.Option(
         "--mode", help="Sandbox mode: read-only, workspace-write (default) or full-access."
-    ),
-]
-SandboxOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--sandbox",
-        help="OS sandbox: bwrap (default) or off (no isolation: only when you mean it).",
     ),
 ]
 TempOpt = Annotated[

@@ -3,7 +3,6 @@ eval reports, and see its pairings, skills, jobs, usage and sandbox."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -14,6 +13,7 @@ from agent.loop import AgentLoop
 from cli.config import Settings, load_settings
 from cli.console import SafeConsole
 from cli.evals.store import reports_dir
+from cli.options import BackendOpt, SandboxOpt, ScriptOpt, WorkspaceOpt
 from cli.wiring import build_backend, build_loop, settings_toolbox, traced_runs
 
 if TYPE_CHECKING:
@@ -31,30 +31,7 @@ TokenOpt = Annotated[
     str | None,
     typer.Option("--token", help="Require this token on every request (a cookie once opened)."),
 ]
-BackendOpt = Annotated[
-    str | None,
-    typer.Option("--backend", "-b", help="Backend: llamacpp, engine, openai, fake, or a plugin's."),
-]
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model for the backend.")]
-ScriptOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--script", help="JSON file of scripted assistant turns (implies --backend fake)."
-    ),
-]
-WorkspaceOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--workspace", "-w", help="Folder the tools work in (default: the current folder)."
-    ),
-]
-SandboxOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--sandbox",
-        help="OS sandbox: bwrap (default) or off (no isolation: only when you mean it).",
-    ),
-]
 
 
 def check_exposure(host: str, token: str | None) -> None:
