@@ -123,6 +123,9 @@ def walk_telegram(root: Path, work: Path) -> dict[str, list[str]]:
         fake.say(OWNER, OWNER, "say walked")
         wait_for(lambda: "done" in [s.text for s in fake.replies(OWNER)], 120, "the answer")
         proc.send_signal(signal.SIGUSR1)
+        # The turn's thread ends just after the answer is sent; a gateway stopped while one is
+        # still alive exits at once (os._exit), before the profiler's atexit can write its file.
+        time.sleep(1)
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
     finally:
