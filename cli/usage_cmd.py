@@ -99,6 +99,19 @@ def summarise(runs: list[RunUsage], by: By, settings: Settings) -> list[Row]:
     return [*rows.values(), total]
 
 
+def row_figures(row: Row) -> list[str]:
+    """A row's figures as the tables show them, in the columns after its key."""
+    return [
+        str(row.runs),
+        str(row.steps),
+        f"{row.prompt_tokens:,}",
+        f"{row.cached_tokens:,}",
+        f"{row.completion_tokens:,}",
+        f"{row.seconds:.0f} s",
+        "-" if row.cost is None else f"{row.cost:.4f}",
+    ]
+
+
 def usage(
     by: Annotated[By, typer.Option("--by", help="Group runs by day, session, chat or model.")] = (
         By.day
@@ -129,17 +142,7 @@ def usage(
     for column in (by.value, "runs", "steps", "prompt", "cached", "completion", "time", "cost"):
         table.add_column(column, justify="left" if column == by.value else "right")
     for row in rows:
-        table.add_row(
-            escape(row.key),
-            str(row.runs),
-            str(row.steps),
-            f"{row.prompt_tokens:,}",
-            f"{row.cached_tokens:,}",
-            f"{row.completion_tokens:,}",
-            f"{row.seconds:.0f} s",
-            "-" if row.cost is None else f"{row.cost:.4f}",
-            end_section=row is rows[-2],
-        )
+        table.add_row(escape(row.key), *row_figures(row), end_section=row is rows[-2])
     console.print(table)
 
 

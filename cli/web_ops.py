@@ -17,7 +17,7 @@ from cli.doctor_cmd import doctor_checks
 from cli.gateway_cmd import access_list
 from cli.pairing_cmd import local_time
 from cli.skills_cmd import Skills, skill_rows
-from cli.usage_cmd import By, summarise
+from cli.usage_cmd import By, row_figures, summarise
 from connectors.web.ops import RowAction, Section, guarded
 
 RECENT_RUNS = 20
@@ -124,19 +124,7 @@ def job_runs(settings: Settings) -> Section:
 def usage(settings: Settings) -> Section:
     """Tokens, time and cost per day, as `agent usage` sums them."""
     runs = read_usage(settings.traces_dir, None)
-    rows = [
-        [
-            row.key,
-            str(row.runs),
-            str(row.steps),
-            f"{row.prompt_tokens:,}",
-            f"{row.cached_tokens:,}",
-            f"{row.completion_tokens:,}",
-            f"{row.seconds:.0f} s",
-            "-" if row.cost is None else f"{row.cost:.4f}",
-        ]
-        for row in summarise(runs, By.day, settings)
-    ]
+    rows = [[row.key, *row_figures(row)] for row in summarise(runs, By.day, settings)]
     return Section(
         "usage",
         "Usage per day",
