@@ -8,9 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from agent.messages import ToolCall
 from agent.tools import Toolbox
 
@@ -42,6 +39,11 @@ def check_call(call: ToolCall, toolbox: Toolbox) -> tuple[dict[str, Any] | None,
 
 
 def _schema_problems(args: dict[str, Any], schema: dict[str, Any]) -> str:
+    # jsonschema and what it imports take about 50 ms to load: only a run whose model calls a
+    # tool needs them.
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         validator = Draft202012Validator(schema)
         errors = sorted(validator.iter_errors(args), key=lambda e: list(e.path))
