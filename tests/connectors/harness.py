@@ -7,7 +7,6 @@ gets the same script, so concurrent chats cannot lean on a shared order of turns
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from connectors.state import GatewayState
 from sandbox.settings import ResourceLimits, SandboxSettings
 from skills.context import SkillContext
 from skills.toolbox import build_toolbox
+from tests.sandbox.sbx_support import processes_with as processes_with  # for the stop tests
 
 
 def scripted(request: ChatRequest) -> AssistantMessage:
@@ -76,21 +76,3 @@ def make_gateway(
         connectors, agent, data / "sessions", access, state, GatewayOptions(**options)
     )
     return Setup(gateway, fake, data)
-
-
-def processes_with(marker: str) -> list[int]:
-    """Host pids whose command line (arguments joined by spaces) holds ``marker``.
-
-    Sandboxed commands live in their own pid namespace, but the host sees every one of them.
-    """
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if marker.encode() in f.read().replace(b"\0", b" "):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
