@@ -6,8 +6,9 @@ source with ``ast``:
 
 - Typer commands and group callbacks of the CLI: each parameter is a declared command-line
   option. They are the functions given to ``<app>.command(...)`` or ``<app>.callback(...)`` of a
-  ``typer.Typer`` object, as a decorator or registered by a call (``app.command()(run)``); the
-  list is checked against what the real ``agent`` app registers.
+  ``typer.Typer`` object, as a decorator or registered by a call (``app.command()(run)``), and
+  those a ``LazyCommand`` names (``"cli.run_cmd:run"``: cli/lazy_group.py mounts it when it is
+  used); the list is checked against what the real ``agent`` app registers and mounts.
 - Triton kernels, ``triton.jit`` as a decorator or called on the function: their parameters are
   the kernel's launch arguments.
 """
@@ -147,6 +148,7 @@ def typer_apps(sources: list[Source]) -> set[str]:
 def typer_commands(sources: list[Source]) -> set[str]:
     """The functions registered as commands or group callbacks on a Typer app, anywhere."""
     apps = typer_apps(sources)
+    by_module = {source.module: source for source in sources}
     found: set[str] = set()
     for source in sources:
         imports = _imports(source)
@@ -159,7 +161,27 @@ def typer_commands(sources: list[Source]) -> set[str]:
                 continue
             if _registers(node.func, source, imports, apps):
                 found.add(_resolve(node.args[0], source.module, imports))
+            target = _lazy_target(node, imports)
+            if target and not _is_app(target, by_module, apps):  # an app's own are found above
+                found.add(target)
     return found - {""}
+
+
+def _lazy_target(node: ast.Call, imports: dict[str, str]) -> str:
+    """The ``"module:name"`` of ``LazyCommand(name, "module:name", ...)``, else ""."""
+    if imports.get(_dotted(node.func)) != "cli.lazy_group:LazyCommand" or len(node.args) < 2:
+        return ""
+    target = node.args[1]
+    return (
+        target.value if isinstance(target, ast.Constant) and isinstance(target.value, str) else ""
+    )
+
+
+def _is_app(target: str, by_module: dict[str, Source], apps: set[str]) -> bool:
+    """Whether ``module:name`` is a Typer app, defined there or imported there from elsewhere."""
+    module, _, name = target.partition(":")
+    source = by_module.get(module)
+    return target in apps or (source is not None and _imports(source).get(name) in apps)
 
 
 def _registers(node: ast.expr, source: Source, imports: dict[str, str], apps: set[str]) -> bool:
@@ -261,9 +283,11 @@ def test_no_product_function_takes_more_than_8_parameters() -> None:
 def test_the_exemptions_are_what_the_cli_and_the_kernels_really_are() -> None:
     """The commands found on the source are exactly the callbacks the real app registers, and
     the kernels found are the two Triton kernels."""
+    import importlib
+
     import typer
 
-    from cli.main import app
+    from cli.main import COMMANDS, app
 
     registered: set[str] = set()
 
@@ -277,6 +301,13 @@ def test_the_exemptions_are_what_the_cli_and_the_kernels_really_are() -> None:
                 collect(sub.typer_instance)
 
     collect(app)
+    for entry in COMMANDS:  # mounted when used
+        module, _, name = entry.target.partition(":")
+        target = getattr(importlib.import_module(module), name)
+        if isinstance(target, typer.Typer):
+            collect(target)
+        else:
+            registered.add(f"{target.__module__}:{target.__qualname__}")
     sources = [load(p) for p in product_files()]
     assert typer_commands(sources) == registered
     assert len(registered) > 40
@@ -297,14 +328,22 @@ def make(a, b, c, d, e, f, g, h, i): ...
 
 def listed(a, b, c, d, e, f, g, h, i): ...
 
+def later(a, b, c, d, e, f, g, h, i): ...
+
 def helper(a, b, c, d, e, f, g, h, i): ...
 """,
     "cli.root": """
 import typer
 from cli import things_cmd
 from cli.things_cmd import things_app
+from cli.lazy_group import LazyCommand
 app = typer.Typer()
 app.command("list")(things_cmd.listed)
+LAZY = (
+    LazyCommand("later", "cli.things_cmd:later", "Mounted when used."),
+    LazyCommand("things", "cli.things_cmd:things_app", "An app: its commands are its own."),
+    LazyCommand("again", "cli.root:things_app", "The same app, imported here."),
+)
 
 @things_app.callback()
 def options(a, b, c, d, e, f, g, h, *rest): ...
@@ -352,6 +391,7 @@ def test_the_checker_on_a_small_source() -> None:
     assert typer_commands(sources) == {
         "cli.things_cmd:make",
         "cli.things_cmd:listed",
+        "cli.things_cmd:later",
         "cli.root:options",
     }
     assert triton_kernels(sources[2]) == {
