@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sandbox.relay_build import RELAY_VARIABLE
-from sandbox.runner import SandboxRunner
+from sandbox.runner import Grant, SandboxRunner
 from sandbox.settings import SandboxSettings
 from skills.context import SkillContext
 from skills.files import make_files_tools
@@ -106,9 +106,13 @@ def main() -> None:
         bwrap.check()
         off = SandboxRunner(SandboxSettings(backend="off"), ws)
         # A skill that declares hosts: the filtering proxy and the relay inside the sandbox.
-        hosts = SandboxRunner(SandboxSettings(), ws, network=["example.com", "127.0.0.1"])
+        hosts = SandboxRunner(
+            SandboxSettings(), ws, grant=Grant(network=["example.com", "127.0.0.1"])
+        )
         # A skill that declares its programs and read paths: a view of just those.
-        view = SandboxRunner(SandboxSettings(), ws, programs=["cat"], read_paths=["src/**"])
+        view = SandboxRunner(
+            SandboxSettings(), ws, grant=Grant(programs=["cat"], read_paths=["src/**"])
+        )
         rows: list[tuple[str, Callable[[], object]]] = [
             ("bare subprocess.run", lambda: subprocess.run(ARGV, cwd=ws, capture_output=True)),
             ("runner, backend off", lambda: off.run(ARGV)),

@@ -17,6 +17,7 @@ from sandbox import exec_guard, relay_build, seccomp
 from sandbox.cgroup import find_place
 from sandbox.egress import MAX_CONNECTIONS, POOL_THREADS
 from sandbox.limits import file_size_mb
+from sandbox.runner import Grant
 from sandbox.scan import TOOL_FILES
 from sandbox.settings import SandboxSettings
 from sandbox.workspace import installation, protect_installation
@@ -52,7 +53,7 @@ def _relay_starts() -> tuple[bool, str]:
     settings = SandboxSettings(mode="read-only")
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            runner = SandboxRunner(settings, Path(tmp), network=["127.0.0.1:9"])
+            runner = SandboxRunner(settings, Path(tmp), grant=Grant(network=["127.0.0.1:9"]))
             result = runner.run(["true"], timeout=30)
         except Exception as exc:  # the report says why instead of failing
             return False, str(exc).splitlines()[0]
@@ -78,7 +79,7 @@ def _program_view() -> tuple[bool, str]:
     settings = SandboxSettings(mode="read-only")
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            runner = SandboxRunner(settings, Path(tmp), programs=["true"])
+            runner = SandboxRunner(settings, Path(tmp), grant=Grant(programs=["true"]))
             result = runner.run(["true"], timeout=30)
         except Exception as exc:  # the report says why instead of failing
             return False, str(exc).splitlines()[0]

@@ -15,6 +15,7 @@ import pwd
 import stat
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -58,6 +59,19 @@ class CommandRunner(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What a skill's commands are granted beyond the sandbox mode, as its manifest declares
+    it: hosts to reach, workspace globs to write and to read, and the programs in the view.
+    ``None`` for a glob or program list means no such restriction; the default grants nothing
+    beyond the mode."""
+
+    network: Sequence[str] = ()
+    write_paths: Sequence[str] | None = None
+    read_paths: Sequence[str] | None = None
+    programs: Sequence[str] | None = None
+
+
 class SandboxRunner:
     """Runs commands for one workspace, under ``settings`` (backend "bwrap" or "off").
 
@@ -68,7 +82,8 @@ class SandboxRunner:
     ``read_only`` are folders in the workspace mounted read-only whatever the walk finds
     (clawloop's own installation, when it lies there). ``programs``, when given, are the only
     executables in the view (:mod:`sandbox.programs`); ``read_paths`` the only workspace globs
-    it shows, besides the writable ones: everything else of it is absent.
+    it shows, besides the writable ones: everything else of it is absent. The last four come
+    together as a :class:`Grant`, what a skill's manifest declares.
     """
 
     def __init__(
@@ -78,18 +93,15 @@ class SandboxRunner:
         environ: Mapping[str, str] | None = None,
         hidden: Sequence[Path] = (),
         *,
-        network: Sequence[str] = (),
-        write_paths: Sequence[str] | None = None,
         read_only: Sequence[Path] = (),
-        programs: Sequence[str] | None = None,
-        read_paths: Sequence[str] | None = None,
+        grant: Grant = Grant(),
     ) -> None:
         self.settings = settings
-        self.programs = None if programs is None else list(programs)
-        self.read_paths = None if read_paths is None else list(read_paths)
+        self.programs = None if grant.programs is None else list(grant.programs)
+        self.read_paths = None if grant.read_paths is None else list(grant.read_paths)
         self.read_only = [Path(p) for p in read_only]
-        self.network = [parse_host(h) for h in network]
-        self.write_paths = None if write_paths is None else list(write_paths)
+        self.network = [parse_host(h) for h in grant.network]
+        self.write_paths = None if grant.write_paths is None else list(grant.write_paths)
         self.workspace = workspace.resolve()
         self.environ = dict(os.environ if environ is None else environ)
         self.hidden = [Path(p) for p in hidden]

@@ -25,7 +25,7 @@ from sandbox.command import parse_command
 from sandbox.execute import CommandResult
 from sandbox.paths import PathResolver
 from sandbox.rules import PathSubject, normalize_path
-from sandbox.runner import CommandRunner, SandboxRunner
+from sandbox.runner import CommandRunner, Grant, SandboxRunner
 from skills.context import SkillContext
 from skills.skill import Permissions
 
@@ -154,10 +154,12 @@ def scoped_context(context: SkillContext, skill: str, permissions: Permissions) 
         context.workspace,
         context.environ,
         getattr(context.runner, "hidden", ()),
-        network=permissions.network,
-        write_paths=permissions.write,
-        programs=declared_programs(permissions),
-        read_paths=permissions.read,
+        grant=Grant(
+            network=permissions.network,
+            write_paths=permissions.write,
+            programs=declared_programs(permissions),
+            read_paths=permissions.read,
+        ),
     )
     return dataclasses.replace(
         context,

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from agent.provenance import Provenance
 from agent.tools import ContentPart, Tool, ToolResult
 from sandbox.rules import RuleTarget
-from sandbox.runner import SandboxRunner
+from sandbox.runner import Grant, SandboxRunner
 from sandbox.service import ServiceLaunch, service_launch
 from skills.context import SkillContext
 from skills.mcp.client import McpConnection
@@ -127,7 +127,7 @@ def _launch(server: McpServer, context: SkillContext) -> ServiceLaunch:
         context.workspace,
         context.environ,
         getattr(inner, "hidden", ()),
-        network=_hosts(server),
+        grant=Grant(network=_hosts(server)),
     )
     # The variables the user declared for this server, whatever their names say.
     declared = {name: context.environ[name] for name in server.env if name in context.environ}

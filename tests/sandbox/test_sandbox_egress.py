@@ -20,7 +20,7 @@ from sandbox import bwrap
 from sandbox.egress import EgressProxy, parse_host
 from sandbox.execute import CommandResult
 from sandbox.relay_build import RELAY_VARIABLE
-from sandbox.runner import SandboxRunner
+from sandbox.runner import Grant, SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 
 
@@ -33,7 +33,7 @@ def second() -> Iterator[Listener]:
 
 def run_with_hosts(workspace: Path, hosts: list[str], script: str) -> CommandResult:
     settings = SandboxSettings(mode="read-only", limits=ResourceLimits(timeout_s=20))
-    runner = SandboxRunner(settings, workspace, dict(os.environ), network=hosts)
+    runner = SandboxRunner(settings, workspace, dict(os.environ), grant=Grant(network=hosts))
     return runner.run(["bash", "-c", script])
 
 

@@ -25,7 +25,7 @@ from sbx_support import RunFn
 import sandbox.runner
 from sandbox.bwrap import MountPlan
 from sandbox.execute import CommandResult
-from sandbox.runner import SandboxRunner
+from sandbox.runner import Grant, SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 
 SECRET = "host-reach-secret-81c3"
@@ -54,9 +54,7 @@ def _skill(ws: Path) -> CommandResult:
         SETTINGS,
         ws,
         dict(os.environ),
-        programs=["cat"],
-        read_paths=["docs/**"],
-        write_paths=["out/**"],
+        grant=Grant(programs=["cat"], read_paths=["docs/**"], write_paths=["out/**"]),
     )
     return runner.run(["bash", "-c", THROUGH_FDS])
 

@@ -23,7 +23,7 @@ import pytest
 
 from agent.errors import ToolError
 from sandbox.execute import CommandResult
-from sandbox.runner import SandboxRunner
+from sandbox.runner import Grant, SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 from skills.context import SkillContext
 from skills.permissions import check_argv, scoped_context
@@ -84,14 +84,16 @@ def _runner(ws: Path, manifest: bool) -> SandboxRunner:
     """The runner a skill with :data:`MANIFEST` gets, or (``manifest=False``) the same sandbox
     without the program and read restriction."""
     if not manifest:
-        return SandboxRunner(SETTINGS, ws, dict(os.environ), write_paths=MANIFEST.write)
+        return SandboxRunner(
+            SETTINGS, ws, dict(os.environ), grant=Grant(write_paths=MANIFEST.write)
+        )
     return SandboxRunner(
         SETTINGS,
         ws,
         dict(os.environ),
-        write_paths=MANIFEST.write,
-        programs=MANIFEST.commands,
-        read_paths=MANIFEST.read,
+        grant=Grant(
+            write_paths=MANIFEST.write, programs=MANIFEST.commands, read_paths=MANIFEST.read
+        ),
     )
 
 
@@ -145,7 +147,10 @@ def test_the_declared_programs_still_work(ws: Path) -> None:
 
 def test_a_declared_script_interpreter_brings_its_library(ws: Path) -> None:
     runner = SandboxRunner(
-        SETTINGS, ws, dict(os.environ), programs=["python3"], read_paths=["docs/**"]
+        SETTINGS,
+        ws,
+        dict(os.environ),
+        grant=Grant(programs=["python3"], read_paths=["docs/**"]),
     )
     source = "import json, pathlib; print(json.dumps(pathlib.Path('docs/guide.md').read_text()))"
     result = runner.run(["python3", "-c", source])
@@ -198,7 +203,7 @@ def test_control_the_parser_lets_declare_and_trap_through() -> None:
 def test_a_guarded_command_holds_no_capability_and_keeps_the_seccomp_filter(ws: Path) -> None:
     # The exec guard needs CAP_SYS_ADMIN to remount and loads the filter itself: none of that
     # may reach the command.
-    runner = SandboxRunner(SETTINGS, ws, dict(os.environ), programs=["cat", "unshare"])
+    runner = SandboxRunner(SETTINGS, ws, dict(os.environ), grant=Grant(programs=["cat", "unshare"]))
     script = "cat /proc/self/status; unshare -U true && echo made-a-user-namespace"
     result = _bash(runner, script)
     status = dict(line.split(":\t", 1) for line in result.stdout.splitlines() if ":\t" in line)

@@ -22,7 +22,7 @@ from sandbox import helper_build, relay_build
 from sandbox.doctor import checks
 from sandbox.execute import CommandResult
 from sandbox.relay_build import RELAY_VARIABLE, compiled_relay
-from sandbox.runner import SandboxRunner
+from sandbox.runner import Grant, SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 
 GREETING = "hello through the relay"
@@ -83,7 +83,9 @@ def echo_after_end() -> Iterator[tuple[int, list[str]]]:
 
 def _run(workspace: Path, hosts: list[str], script: str, **view: list[str]) -> CommandResult:
     settings = SandboxSettings(limits=ResourceLimits(timeout_s=30, processes=64, memory_mb=1024))
-    runner = SandboxRunner(settings, workspace, dict(os.environ), network=hosts, **view)
+    runner = SandboxRunner(
+        settings, workspace, dict(os.environ), grant=Grant(network=hosts, **view)
+    )
     return runner.run(["bash", "-c", script])
 
 

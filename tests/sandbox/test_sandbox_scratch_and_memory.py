@@ -22,7 +22,7 @@ from sbx_support import RunFn
 import sandbox.runner
 from sandbox import seccomp
 from sandbox.execute import CommandResult
-from sandbox.runner import SandboxRunner
+from sandbox.runner import Grant, SandboxRunner
 from sandbox.settings import ResourceLimits, SandboxSettings
 
 FILES = 60_000
@@ -95,9 +95,7 @@ def _python(ws: Path, source: str) -> CommandResult:
         SETTINGS,
         ws,
         dict(os.environ),
-        programs=["python3"],
-        read_paths=["docs/**"],
-        write_paths=["out/**"],
+        grant=Grant(programs=["python3"], read_paths=["docs/**"], write_paths=["out/**"]),
     )
     return runner.run(["python3", "-c", source])
 

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from sandbox.execute import CommandResult
-from sandbox.runner import SandboxRunner
+from sandbox.runner import Grant, SandboxRunner
 from sandbox.settings import Mode, ResourceLimits, SandboxSettings
 from sandbox.writable import writable_parts
 
@@ -19,7 +19,7 @@ def run_writing(
     workspace: Path, globs: list[str], script: str, mode: Mode = "workspace-write"
 ) -> CommandResult:
     settings = SandboxSettings(mode=mode, limits=ResourceLimits(timeout_s=20))
-    runner = SandboxRunner(settings, workspace, dict(os.environ), write_paths=globs)
+    runner = SandboxRunner(settings, workspace, dict(os.environ), grant=Grant(write_paths=globs))
     return runner.run(["bash", "-c", script])
 
 
