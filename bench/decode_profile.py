@@ -62,11 +62,12 @@ def profile(path: Path, weights: str | None, threads: int, prompt_len: int, new:
     import torch
 
     import backends.engine.model.model_runner as model_runner
+    from backends.engine.core.engine_config import EngineConfig
     from backends.engine.core.llm_engine import LLMEngine
     from backends.engine.core.params import SamplingParams
 
     torch.set_num_threads(threads)
-    runner = model_runner.ModelRunner(path, kv_cache_bytes=256 << 20, weights=weights)
+    runner = model_runner.ModelRunner(EngineConfig(path, kv_cache_bytes=256 << 20, weights=weights))
     timers = Timers()
     runner._execute = timers.wrap("runner._execute", runner._execute)  # type: ignore[method-assign]
     runner._sample = timers.wrap("sampler", runner._sample)

@@ -69,38 +69,30 @@ def make_workload(
 def run_engine(
     path: Path, work: Workload, args: argparse.Namespace, weights: str | None = None
 ) -> tuple[Row, float]:
-    import torch
 
+    from backends.engine.core.engine_config import EngineConfig
     from backends.engine.core.llm_engine import LLMEngine
     from backends.engine.core.params import SamplingParams
     from backends.engine.model.model_runner import ModelRunner
 
-    dtype = getattr(torch, args.dtype) if args.dtype else None
-    runner = ModelRunner(
+    config = EngineConfig(
         path,
         device=args.device,
-        dtype=dtype,
+        dtype=args.dtype or None,
         kv_cache_bytes=args.kv_cache_bytes,
         block_size=args.block_size,
         weights=weights,
-    )
-    engine = LLMEngine(
-        runner,
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         enable_prefix_caching=True,
         record_kv_usage=True,
     )
+    runner = ModelRunner(config)
+    engine = LLMEngine(runner, config)
     # The first forward passes of a process are slow (allocator, kernel setup): warm up first.
     warm = [[1000 + i % 5000 for i in range(n)] for n in (512, 64, 300)]
     engine.generate(warm, SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True))
-    engine = LLMEngine(
-        runner,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        enable_prefix_caching=True,
-        record_kv_usage=True,
-    )  # a fresh engine: the measured run starts with an empty prefix cache
+    engine = LLMEngine(runner, config)  # fresh: the measured run starts with an empty prefix cache
     engine.kv_usage.clear()
     params = [
         SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in work.output_lens

@@ -54,12 +54,13 @@ def _reference(path: Path, device: str, prompts: list[list[int]], new: int) -> t
 def _engine(path: Path, device: str, dtype: str, prompts: list[list[int]], new: int) -> Any:
     import torch
 
+    from backends.engine.core.engine_config import EngineConfig
     from backends.engine.core.llm_engine import LLMEngine
     from backends.engine.core.params import SamplingParams
     from backends.engine.model.model_runner import ModelRunner
 
     runner = ModelRunner(
-        path, device=device, dtype=getattr(torch, dtype), kv_cache_bytes=1 << 30, weights=dtype
+        EngineConfig(path, device=device, dtype=dtype, kv_cache_bytes=1 << 30, weights=dtype)
     )
     seen: list[torch.Tensor] = []
     logits = runner.model.logits

@@ -106,6 +106,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from backends.engine.core.engine_config import EngineConfig
     from backends.engine.core.llm_engine import LLMEngine
     from backends.engine.model.model_runner import ModelRunner
     from backends.gguf.default_model import default_model_path
@@ -113,7 +114,7 @@ def main() -> None:
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = Path(args.model).expanduser() if args.model else default_model_path()
-    runner = ModelRunner(path, device=device, block_size=args.block_size)
+    runner = ModelRunner(EngineConfig(path, device=device, block_size=args.block_size))
     tok = runner.tokenizer
     template = ChatTemplate(
         source=tok.chat_template, bos_token=tok.bos_token, eos_token=tok.eos_token
@@ -125,13 +126,13 @@ def main() -> None:
 
     # The first forward passes of a process are slow (allocator, kernel setup): warm up on
     # unrelated prompts of turn-like lengths before timing anything.
-    warmup = LLMEngine(runner, enable_prefix_caching=False)
+    warmup = LLMEngine(runner, EngineConfig(enable_prefix_caching=False))
     for length in (512, 256, 2048, 192):
         time_to_first_token(warmup, [1000 + i % 5000 for i in range(length)], 2)
     results = {}
     # The engines share the runner in turn, each starting with an empty block table and cache.
     for caching in (False, True):
-        engine = LLMEngine(runner, enable_prefix_caching=caching)
+        engine = LLMEngine(runner, EngineConfig(enable_prefix_caching=caching))
         results[caching] = [time_to_first_token(engine, p, args.gen_tokens) for p in prompts]
 
     table = Table(title=f"Agent conversation, {path.name}, {device}: time to first token (ms)")

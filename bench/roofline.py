@@ -33,10 +33,11 @@ def bytes_child(path: Path, weights: str, threads: int) -> tuple[StepBytes, str]
     """The model loaded as ``weights``: what one sequence's decode step reads."""
     import torch
 
+    from backends.engine.core.engine_config import EngineConfig
     from backends.engine.model.model_runner import ModelRunner
 
     torch.set_num_threads(threads)
-    runner = ModelRunner(path, kv_cache_bytes=64 << 20, weights=weights)
+    runner = ModelRunner(EngineConfig(path, kv_cache_bytes=64 << 20, weights=weights))
     kinds = f"KV {runner.kv_dtype}, head {type(runner.model.lm_head).__name__}"
     return engine_step_bytes(runner), kinds
 
@@ -47,13 +48,15 @@ def batched_child(
     """Seconds per decode step with ``rows`` sequences decoding, each after ``prompt_len``."""
     import torch
 
+    from backends.engine.core.engine_config import EngineConfig
     from backends.engine.core.llm_engine import LLMEngine
     from backends.engine.core.params import SamplingParams
     from backends.engine.model.model_runner import ModelRunner
 
     torch.set_num_threads(threads)
-    runner = ModelRunner(path, weights=weights)
-    engine = LLMEngine(runner, max_num_seqs=rows, max_num_batched_tokens=2048)
+    config = EngineConfig(path, weights=weights, max_num_seqs=rows, max_num_batched_tokens=2048)
+    runner = ModelRunner(config)
+    engine = LLMEngine(runner, config)
     rng = random.Random(1)
     # Long enough that none finishes while the last prompts are still being read.
     longest = steps + rows * prompt_len // 256 + 8

@@ -49,12 +49,13 @@ def _rss_mib() -> float:
 def engine_child(path: Path, weights: str, threads: int, prompt: list[int], new: int) -> Row:
     import torch
 
+    from backends.engine.core.engine_config import EngineConfig
     from backends.engine.core.llm_engine import LLMEngine
     from backends.engine.core.params import SamplingParams
     from backends.engine.model.model_runner import ModelRunner
 
     torch.set_num_threads(threads)
-    runner = ModelRunner(path, kv_cache_bytes=256 << 20, weights=weights)
+    runner = ModelRunner(EngineConfig(path, kv_cache_bytes=256 << 20, weights=weights))
     rss = _rss_mib()
     params = SamplingParams(temperature=0.0, max_tokens=new, ignore_eos=True)
     LLMEngine(runner).generate([prompt[::-1][:200]], SamplingParams(temperature=0.0, max_tokens=4))

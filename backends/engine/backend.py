@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import ConfigError, UserError
 from agent.messages import ChatRequest, ToolSpec, Usage
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.llm_engine import GenerationDelta, LLMEngine
 from backends.engine.core.params import SamplingParams
 from backends.local.tool_format import HERMES, ToolCallFormat
@@ -120,9 +121,10 @@ def load_engine(
 ) -> LoadedEngine:
     """The shared engine for ``model`` (default: the bundled GGUF) with ``options`` as settings.
 
-    One engine per (model, device, dtype, weights, KV dtype) per process: the first call loads
-    the model and sizes its KV cache; later calls reuse it. ``options`` are
-    :class:`EngineSettings` keys (others are ignored).
+    One engine per (model, device, dtype, weights, KV dtype, adapter) per process: the first
+    call loads the model and sizes its KV cache; later calls reuse it. ``options`` are
+    :class:`EngineSettings` keys (others are ignored), read here once into the
+    :class:`EngineConfig` the engine is built from.
     ``adapter`` is a GGUF LoRA file, merged into the weights at load: unset, the shipped
     adapter for the bundled model (if the package holds one); "none", no adapter.
     """
@@ -139,29 +141,46 @@ def load_engine(
     path = Path(model).expanduser() if model else default_model_path()
     if not path.exists():
         raise UserError(f"model {path} does not exist: pass a .gguf file or a Hugging Face folder")
-    weights = _dtype(torch, settings.dtype)
-    settings.device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    _check_dtype(settings.dtype)
+    device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    config = engine_config(settings, path, adapter_path(adapter, default_adapter(path)), device)
     # The first call's settings size the engine; later calls for the model share it as it is.
-    lora = adapter_path(adapter, default_adapter(path))
     key = (
         str(path.resolve()),
-        settings.device,
-        str(weights),
-        settings.weights or "",
-        settings.kv_dtype or "",
-        str(lora or ""),
+        config.device,
+        config.dtype or "",
+        config.weights or "",
+        config.kv_dtype or "",
+        str(config.adapter or ""),
     )
     with _engines_lock:
         if key not in _engines:
-            engine, constraints = _load_engine(path, settings, weights, lora)
+            engine, constraints = _load_engine(path, config)
             tokenizer = engine.runner.tokenizer
             template = ChatTemplate(
                 source=tokenizer.chat_template,
                 bos_token=tokenizer.bos_token,
                 eos_token=tokenizer.eos_token,
             )
-            _engines[key] = LoadedEngine(path, engine, constraints, template, lora)
+            _engines[key] = LoadedEngine(path, engine, constraints, template, config.adapter)
         return _engines[key]
+
+
+def engine_config(
+    settings: EngineSettings, model: Path, adapter: Path | None, device: str
+) -> EngineConfig:
+    """``settings`` resolved for ``model`` (with ``adapter``) on ``device``: what the engine is
+    built from. Every setting that :class:`EngineConfig` has a field of the same name for is
+    carried over as it is, so a new engine setting needs no line here."""
+    shared = {f.name for f in fields(EngineConfig)} & set(type(settings).model_fields)
+    values: dict[str, Any] = {name: getattr(settings, name) for name in shared}
+    values |= {
+        "model": model,
+        "adapter": adapter,
+        "device": device,
+        "disk_cache": settings.disk_cache_on(device),
+    }
+    return EngineConfig(**values)
 
 
 def make_engine_backend(
@@ -194,38 +213,21 @@ def engine_decoder(loaded: LoadedEngine, options: dict[str, object]) -> EngineDe
     )
 
 
-def _dtype(torch: Any, name: str | None) -> Any:
-    """``None`` (float32 on CPU, bfloat16 on CUDA) or one of the three float types by name."""
-    if name in (None, ""):
-        return None
-    if name not in ("float32", "bfloat16", "float16"):
+def _check_dtype(name: str | None) -> None:
+    """Unset (float32 on CPU, bfloat16 on CUDA) or one of the three float types by name."""
+    if name not in (None, "", "float32", "bfloat16", "float16"):
         raise ConfigError(f"engine dtype {name!r}: choose float32, bfloat16 or float16")
-    return getattr(torch, name)
 
 
-def _load_engine(
-    path: Path, settings: EngineSettings, dtype: Any = None, adapter: Path | None = None
-) -> tuple[LLMEngine, Any]:
-    import torch
-
+def _load_engine(path: Path, config: EngineConfig) -> tuple[LLMEngine, Any]:
     from backends.engine.model.constraint import ConstraintFactory
     from backends.engine.model.model_runner import ModelRunner
 
-    runner = ModelRunner(
-        path,
-        device=settings.device or "cpu",
-        dtype=dtype,
-        kv_cache_bytes=settings.kv_cache_bytes,
-        block_size=settings.block_size,
-        adapter=adapter,
-        weights=settings.weights,
-        weight_cache=settings.weight_cache,
-        kv_dtype=getattr(torch, settings.kv_dtype) if settings.kv_dtype else None,
-    )
+    runner = ModelRunner(config)
     constraints = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
     disk = None
-    if settings.disk_cache_on(runner.device):
+    if config.disk_cache:
         from backends.engine.model.kv_transfer import open_disk_cache
 
-        disk = open_disk_cache(runner, path, adapter, settings.disk_cache_mib << 20)
-    return LLMEngine(runner, disk_cache=disk, **settings.engine_kwargs()), constraints
+        disk = open_disk_cache(runner, path, config.adapter, config.disk_cache_mib << 20)
+    return LLMEngine(runner, config, disk_cache=disk), constraints

@@ -204,17 +204,6 @@ class EngineSettings(BaseModel):
             key = ".".join(str(p) for p in err["loc"])
             raise ConfigError(f"invalid engine setting {key!r}: {err['msg']}") from None
 
-    def engine_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of ``LLMEngine`` these settings give."""
-        return {
-            "max_num_seqs": self.max_num_seqs,
-            "max_num_batched_tokens": self.max_num_batched_tokens,
-            "enable_prefix_caching": self.enable_prefix_caching,
-            "long_prefill_token_threshold": self.long_prefill_token_threshold,
-            "max_model_len": self.max_model_len,
-            "jump_forward": self.jump_forward,
-        }
-
     def disk_cache_on(self, device: str) -> bool:
         """Whether the disk prefix cache is in use on ``device``."""
         if not self.enable_prefix_caching:

@@ -116,12 +116,13 @@ def test_two_chats_turns_share_the_engines_forward_passes(
 ) -> None:
     from backends.base import LocalBackend
     from backends.engine.backend import EngineDecoder
+    from backends.engine.core.engine_config import EngineConfig
     from backends.engine.core.llm_engine import LLMEngine
     from backends.engine.model.model_runner import ModelRunner
     from backends.local.chat_template import ChatTemplate
 
     folder = write_tiny_model(tmp_path / "tiny")
-    engine = LLMEngine(ModelRunner(folder, kv_cache_bytes=8 << 20))
+    engine = LLMEngine(ModelRunner(EngineConfig(folder, kv_cache_bytes=8 << 20)))
     tokenizer = engine.runner.tokenizer
     template = ChatTemplate(tokenizer.chat_template, tokenizer.bos_token, tokenizer.eos_token)
     backend = LocalBackend("engine:tiny", template, EngineDecoder(engine, tokenizer))

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.core.params import SamplingParams
 
@@ -25,7 +26,9 @@ class EngineChurn(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.runner = FakeRunner(num_blocks=NUM_BLOCKS, block_size=BLOCK_SIZE, eos_every=11)
-        self.engine = LLMEngine(self.runner, max_num_seqs=6, max_num_batched_tokens=16)
+        self.engine = LLMEngine(
+            self.runner, EngineConfig(max_num_seqs=6, max_num_batched_tokens=16)
+        )
         self.expected: dict[int, list[int]] = {}
         self.aborted: set[int] = set()
         self.finished = 0

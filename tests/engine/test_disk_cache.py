@@ -16,6 +16,7 @@ import pytest
 from fake_runner import FakeRunner, reference_generate
 
 from backends.engine.core.disk_cache import _HEADER, DiskKVCache
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.core.params import SamplingParams
 
@@ -193,7 +194,9 @@ def test_preemption_and_chunked_prefill_with_disk_hits(tmp_path: Path) -> None:
     cache = disk(tmp_path)
     runner = FakeRunner(num_blocks=40, block_size=BLOCK)
     engine = LLMEngine(
-        runner, disk_cache=cache, max_num_batched_tokens=24, long_prefill_token_threshold=8
+        runner,
+        EngineConfig(max_num_batched_tokens=24, long_prefill_token_threshold=8),
+        disk_cache=cache,
     )
     results = engine.generate(batch, GREEDY)
     assert [r.token_ids for r in results] == expected

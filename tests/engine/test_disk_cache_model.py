@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.core.params import SamplingParams
 from backends.engine.model.kv_transfer import gather_blocks, open_disk_cache, scatter_blocks
@@ -36,7 +37,7 @@ def chat(question: str) -> str:
 
 @pytest.fixture(scope="module")
 def runner() -> Any:
-    runner = ModelRunner(default_model_path(), kv_cache_bytes=32 << 20)
+    runner = ModelRunner(EngineConfig(default_model_path(), kv_cache_bytes=32 << 20))
     yield runner
     runner.close()
 

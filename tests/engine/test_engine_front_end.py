@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from fake_runner import FakeRunner, reference_generate
 
 from agent.errors import ConfigError
+from backends.engine.backend import engine_config
 from backends.engine.config import EngineSettings
 from backends.engine.core.batch import StepBatch
 from backends.engine.core.llm_engine import GenerationResult, LLMEngine
@@ -80,15 +83,16 @@ def test_stats_count_tokens_prefix_hits_and_blocks() -> None:
     assert stats.num_used_blocks == 0 and stats.kv_cache_usage == 0.0
 
 
-def test_every_engine_knob_is_a_validated_setting() -> None:
+def test_every_engine_knob_is_a_validated_setting(tmp_path: Path) -> None:
     settings = EngineSettings.from_options(
         {"max_num_seqs": "8", "block_size": 32, "enable_prefix_caching": False, "base_url": "x"}
     )
-    assert settings.engine_kwargs()["max_num_seqs"] == 8 and settings.block_size == 32
-    assert settings.engine_kwargs()["enable_prefix_caching"] is False
+    config = engine_config(settings, tmp_path / "model.gguf", None, "cpu")
+    assert config.max_num_seqs == 8 and config.block_size == 32
+    assert config.enable_prefix_caching is False
     with pytest.raises(ConfigError, match="max_num_seqs"):
         EngineSettings.from_options({"max_num_seqs": 0})
     runner = FakeRunner(num_blocks=64, block_size=4)
-    engine = LLMEngine(runner, **settings.engine_kwargs() | {"max_num_seqs": 2})
+    engine = LLMEngine(runner, replace(config, max_num_seqs=2))
     engine.generate([[1, 2], [3, 4], [5, 6]], SamplingParams(temperature=0.0, max_tokens=3))
     assert max(len(b.seq_ids) for b in runner.batches) == 2

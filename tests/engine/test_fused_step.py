@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.model.model_runner import ModelRunner
 from backends.engine.weights.quant import DualLinear, Int4Linear, Int8GroupLinear
 from backends.gguf.default_model import SHIPPED_ADAPTER, default_model_path
@@ -24,11 +25,13 @@ from tests.engine.test_model_runner import BLOCK, Driver, prompt, recorded_logit
 
 def make_runner(weights: str, adapter: bool) -> ModelRunner:
     runner = ModelRunner(
-        default_model_path(),
-        kv_cache_bytes=32 << 20,
-        block_size=BLOCK,
-        weights=weights,
-        adapter=SHIPPED_ADAPTER if adapter else None,
+        EngineConfig(
+            default_model_path(),
+            kv_cache_bytes=32 << 20,
+            block_size=BLOCK,
+            weights=weights,
+            adapter=SHIPPED_ADAPTER if adapter else None,
+        )
     )
     if runner._fused is None:
         pytest.skip("the C kernels are not built here: no fused step")
@@ -191,7 +194,9 @@ def test_int4_decode_fuses_whole_decode_batches_only_on_the_wide_layout() -> Non
 def test_float32_runs_float32_gemm_at_every_width() -> None:
     """float32 is float32 numerics: no 4-bit copy, no 8-bit head, no fused step over groups."""
     runner = ModelRunner(
-        default_model_path(), kv_cache_bytes=32 << 20, block_size=BLOCK, weights="float32"
+        EngineConfig(
+            default_model_path(), kv_cache_bytes=32 << 20, block_size=BLOCK, weights="float32"
+        )
     )
     assert runner.weights == "float32" and runner._fused is None
     assert not any(isinstance(m, DualLinear | Int4Linear) for m in runner.model.modules())

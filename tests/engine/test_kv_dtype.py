@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from agent.errors import UserError
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.model.model_runner import ModelRunner, default_kv_dtype
 from backends.engine.weights.native.paged_decode import PagedDecode
 from backends.gguf.default_model import default_model_path
@@ -23,14 +24,16 @@ def test_the_default_follows_the_weights_and_the_kernel() -> None:
 def test_int4_runner_pools_and_the_override() -> None:
     kernel = PagedDecode.available()
     half = kernel is not None and kernel.reads_half(3, 64)
-    runner = ModelRunner(default_model_path(), kv_cache_bytes=8 << 20, weights="int4")
+    runner = ModelRunner(EngineConfig(default_model_path(), kv_cache_bytes=8 << 20, weights="int4"))
     expected = torch.float16 if half else torch.float32
     assert runner.kv_dtype == expected
     assert all(k.dtype == expected and v.dtype == expected for k, v in runner.kv_caches)
     blocks = runner.num_blocks
     runner.close()
     kept = ModelRunner(
-        default_model_path(), kv_cache_bytes=8 << 20, weights="int4", kv_dtype=torch.float32
+        EngineConfig(
+            default_model_path(), kv_cache_bytes=8 << 20, weights="int4", kv_dtype="float32"
+        )
     )
     assert kept.kv_dtype == torch.float32
     assert all(k.dtype == torch.float32 for k, _ in kept.kv_caches)
@@ -42,9 +45,11 @@ def test_int4_runner_pools_and_the_override() -> None:
 def test_a_float16_cache_beside_bfloat16_activations_is_refused() -> None:
     with pytest.raises(UserError, match="KV cache"):
         ModelRunner(
-            default_model_path(),
-            kv_cache_bytes=8 << 20,
-            dtype=torch.bfloat16,
-            weights="bfloat16",
-            kv_dtype=torch.float16,
+            EngineConfig(
+                default_model_path(),
+                kv_cache_bytes=8 << 20,
+                dtype="bfloat16",
+                weights="bfloat16",
+                kv_dtype="float16",
+            )
         )

@@ -11,6 +11,7 @@ from fake_runner import EOS, FakeRunner, FakeTokenizer, next_token, reference_ge
 from agent.errors import UserError
 from backends.engine.core.batch import StepBatch
 from backends.engine.core.detokenize import IncrementalDetokenizer, StopStringMatcher
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.llm_engine import GenerationDelta, GenerationResult, LLMEngine
 from backends.engine.core.params import SamplingParams
 
@@ -35,7 +36,7 @@ def test_same_tokens_alone_batched_preempted_and_cached(params: SamplingParams) 
     assert [run_alone(p, params) for p in prompts[:4]] == expected[:4]
 
     runner = FakeRunner(num_blocks=1024, block_size=4)
-    roomy = LLMEngine(runner, max_num_batched_tokens=64)
+    roomy = LLMEngine(runner, EngineConfig(max_num_batched_tokens=64))
     assert [r.token_ids for r in roomy.generate(prompts, params)] == expected
     assert max(len(b.seq_ids) for b in runner.batches) > 8  # really batched
     # Warm cache: the same prompts again are mostly served from the prefix cache.
@@ -45,7 +46,9 @@ def test_same_tokens_alone_batched_preempted_and_cached(params: SamplingParams) 
     assert sum(r.cached_tokens for r in warm) > 0.8 * sum(len(p) for p in prompts)
     assert runner.tokens_computed - computed_before < computed_before / 2
 
-    tight = LLMEngine(FakeRunner(num_blocks=40, block_size=4), max_num_batched_tokens=32)
+    tight = LLMEngine(
+        FakeRunner(num_blocks=40, block_size=4), EngineConfig(max_num_batched_tokens=32)
+    )
     assert [r.token_ids for r in tight.generate(prompts, params)] == expected
     assert tight.num_preemptions > 0
     assert tight.block_manager.num_free_blocks == 40
@@ -201,7 +204,7 @@ def test_forced_tokens_join_the_output_and_save_steps() -> None:
     assert len(runner.batches) == 7
     assert max(b.num_tokens for b in runner.batches[1:]) == 1 + len(forced)
 
-    off = LLMEngine(FakeRunner(num_blocks=64, block_size=4), jump_forward=False)
+    off = LLMEngine(FakeRunner(num_blocks=64, block_size=4), EngineConfig(jump_forward=False))
     plain = _run(off, off.add_request([4, 5, 6], GREEDY, ForcingConstraint(forced, limit=12)))
     assert plain.token_ids == reference_generate([4, 5, 6], GREEDY)[:12]
 
@@ -339,7 +342,7 @@ def test_real_model_greedy_tokens_do_not_depend_on_batching_preemption_or_cache(
     prompts = [[rng.randrange(100, 32000) for _ in range(rng.randint(20, 64))] for _ in range(12)]
     params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
     per_token = 2 * 30 * 3 * 64 * 4  # float32 KV of the bundled model
-    runner = ModelRunner(path, kv_cache_bytes=20 * 16 * per_token)
+    runner = ModelRunner(EngineConfig(path, kv_cache_bytes=20 * 16 * per_token))
     try:
         single = LLMEngine(runner)
         alone = [single.generate([p], params)[0].token_ids for p in prompts[:3]]

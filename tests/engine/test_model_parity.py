@@ -16,6 +16,7 @@ import torch
 from greedy_reference import greedy_rows
 from parity_prompts import PROMPTS
 
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.model.model_runner import ModelRunner
 from backends.gguf.default_model import default_model_path
 
@@ -31,7 +32,9 @@ NEW_TOKENS = 64
 
 @pytest.fixture(scope="module")
 def runner() -> ModelRunner:
-    return ModelRunner(default_model_path(), kv_cache_bytes=128 << 20, weights="float32")
+    return ModelRunner(
+        EngineConfig(default_model_path(), kv_cache_bytes=128 << 20, weights="float32")
+    )
 
 
 def test_prompt_logits_match(reference: Any, runner: ModelRunner) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.model.model_runner import ModelRunner
 from backends.engine.weights.quant import DualLinear
 from backends.gguf.default_model import default_model_path
@@ -138,7 +139,9 @@ def runner() -> ModelRunner:
     # float32 weights: these tests compare logits to 1e-4, which the quantized kernels' bfloat16
     # activations cannot promise (test_weight_parity.py checks every choice's tokens).
     return ModelRunner(
-        default_model_path(), kv_cache_bytes=64 << 20, block_size=BLOCK, weights="float32"
+        EngineConfig(
+            default_model_path(), kv_cache_bytes=64 << 20, block_size=BLOCK, weights="float32"
+        )
     )
 
 
@@ -228,7 +231,9 @@ def test_cached_prefix_gives_the_same_logits(runner: ModelRunner) -> None:
 
 def test_narrow_steps_on_the_4bit_copy_match_the_float_path() -> None:
     runner = ModelRunner(
-        default_model_path(), kv_cache_bytes=64 << 20, block_size=BLOCK, weights="int4-decode"
+        EngineConfig(
+            default_model_path(), kv_cache_bytes=64 << 20, block_size=BLOCK, weights="int4-decode"
+        )
     )
     if not any(isinstance(m, DualLinear) for m in runner.model.modules()):
         pytest.skip("the C kernels are not built here: every step is on the float path")
@@ -307,7 +312,9 @@ def test_cuda_graphs_match_eager(monkeypatch: pytest.MonkeyPatch) -> None:
     results = []
     for eager in ("1", "0"):
         monkeypatch.setenv("CLAWLOOP_ENGINE_EAGER", eager)
-        gpu = ModelRunner(default_model_path(), device="cuda", kv_cache_bytes=256 << 20)
+        gpu = ModelRunner(
+            EngineConfig(default_model_path(), device="cuda", kv_cache_bytes=256 << 20)
+        )
         driver = Driver(gpu)
         for i, text in enumerate(texts):
             driver.add(i, prompt(gpu, text))

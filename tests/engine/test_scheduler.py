@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from backends.engine.core.batch import build_step_batch
 from backends.engine.core.block_manager import BlockManager
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.params import SamplingParams
 from backends.engine.core.scheduler import Scheduler, SchedulerOutput
 from backends.engine.core.sequence import Sequence, SequenceStatus
 
 
-def make(num_blocks: int = 32, block_size: int = 4, **kwargs: int) -> Scheduler:
-    return Scheduler(BlockManager(num_blocks, block_size), **kwargs)
+def make(num_blocks: int = 32, block_size: int = 4, **kwargs: Any) -> Scheduler:
+    return Scheduler(BlockManager(num_blocks, block_size), EngineConfig(**kwargs))
 
 
 def seq(seq_id: int, length: int, first: int = 0) -> Sequence:

@@ -18,6 +18,7 @@ from fake_runner import FakeRunner
 
 from agent.errors import UserError
 from backends.engine.core.batch import StepBatch
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.core.params import SamplingParams
 from backends.engine.core.speculation import SpeculationStats, propose_ngram
@@ -177,7 +178,7 @@ def test_drafts_roll_back_under_preemption_prefix_hits_and_mixed_batches() -> No
     expected = [copying_reference(p, 40) for p in prompts]
     # 60 blocks of 4 tokens for 24 sequences of up to 80: preemption is certain
     runner = CopyingRunner(num_blocks=60, block_size=4)
-    engine = LLMEngine(runner, max_num_batched_tokens=96)
+    engine = LLMEngine(runner, EngineConfig(max_num_batched_tokens=96))
     ids = [engine.add_request(p, sp) for p, sp in zip(prompts, params, strict=True)]
     results = {}
     while engine.has_unfinished():

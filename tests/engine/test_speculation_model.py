@@ -13,6 +13,7 @@ import pytest
 from tool_specs import object_tool
 
 from agent.messages import UserMessage
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.core.params import SamplingParams
 from backends.engine.model.constraint import ConstraintFactory
@@ -30,7 +31,7 @@ COPY_TASKS = [
 
 @pytest.fixture(scope="module")
 def runner() -> Iterator[ModelRunner]:
-    runner = ModelRunner(default_model_path(), kv_cache_bytes=192 << 20)
+    runner = ModelRunner(EngineConfig(default_model_path(), kv_cache_bytes=192 << 20))
     yield runner
     runner.close()
 
@@ -100,7 +101,7 @@ def test_a_tool_call_grammar_keeps_greedy_output_identical(
     for k in (0, 5):
         params = SamplingParams(temperature=0.0, max_tokens=40, num_speculative_tokens=k)
         for jump_forward in (True, False):
-            engine = LLMEngine(runner, jump_forward=jump_forward)
+            engine = LLMEngine(runner, EngineConfig(jump_forward=jump_forward))
             constraint = factory.for_tools(TOOLS, required=True, fmt=template.tool_format)
             request = engine.add_request(prompt, params, constraint)
             while engine.has_unfinished():
@@ -123,7 +124,7 @@ def test_sampling_keeps_the_distribution(runner: ModelRunner, template: ChatTemp
     n = 200
     counts = []
     for k in (0, 3):
-        engine = LLMEngine(runner, max_num_seqs=n)
+        engine = LLMEngine(runner, EngineConfig(max_num_seqs=n))
         engine.generate([base], SamplingParams(temperature=0.0, max_tokens=1))  # warm the cache
         params = [
             SamplingParams(temperature=0.7, seed=s, max_tokens=3, num_speculative_tokens=k)

@@ -27,6 +27,7 @@ from greedy_reference import greedy_rows
 from parity_prompts import PROMPTS as PARITY_PROMPTS
 
 from backends.engine.core.batch import StepBatch
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.core.params import SamplingParams
 from backends.engine.model.model_runner import ModelRunner
@@ -103,7 +104,9 @@ def _tokenizer() -> Any:
 
 @pytest.fixture(scope="module", params=list(LOGIT_ATOL))
 def runner(request: pytest.FixtureRequest) -> Any:
-    loaded = ModelRunner(default_model_path(), kv_cache_bytes=96 << 20, weights=request.param)
+    loaded = ModelRunner(
+        EngineConfig(default_model_path(), kv_cache_bytes=96 << 20, weights=request.param)
+    )
     yield loaded
     loaded.close()
 

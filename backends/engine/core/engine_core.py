@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from backends.engine.core.batch import StepBatch, build_step_batch
 from backends.engine.core.block_manager import BlockManager
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.params import SamplingParams
 from backends.engine.core.scheduler import Scheduler
 from backends.engine.core.sequence import Sequence
@@ -117,39 +118,21 @@ class EngineCore:
     """Scheduler, block manager and runner, advanced one step at a time by one thread."""
 
     def __init__(
-        self,
-        runner: Runner,
-        *,
-        max_num_seqs: int,
-        max_num_batched_tokens: int,
-        enable_prefix_caching: bool,
-        long_prefill_token_threshold: int,
-        max_model_len: int,
-        record_kv_usage: bool = False,
-        jump_forward: bool = True,
-        disk_cache: DiskKVCache | None = None,
+        self, runner: Runner, config: EngineConfig, disk_cache: DiskKVCache | None = None
     ) -> None:
         self.runner = runner
-        # Tokens a grammar forces are appended at once and computed with the next step.
-        self.jump_forward = jump_forward
+        self.config = config
         self.block_size = runner.block_size
         self.block_manager = BlockManager(
-            runner.num_blocks, runner.block_size, enable_prefix_caching
+            runner.num_blocks, runner.block_size, config.enable_prefix_caching
         )
-        if not enable_prefix_caching:
+        if not config.enable_prefix_caching:
             disk_cache = None  # the disk cache sits below the in-memory one and needs its hashes
         if disk_cache is not None and not hasattr(runner, "load_blocks"):
             raise TypeError("the disk cache needs a runner with save_blocks and load_blocks")
         self.disk_cache = disk_cache
-        self.scheduler = Scheduler(
-            self.block_manager,
-            max_num_seqs,
-            max_num_batched_tokens,
-            long_prefill_token_threshold,
-            disk_cache,
-        )
-        self.max_model_len = max_model_len
-        self.record_kv_usage = record_kv_usage
+        self.scheduler = Scheduler(self.block_manager, config, disk_cache)
+        self.max_model_len = _max_model_len(runner, config)
         self.kv_usage: list[float] = []  # per step: token slots holding tokens / slots held
         self.stats = EngineStats(num_blocks=runner.num_blocks)
         self._inbox: queue.SimpleQueue[_Add | int] = queue.SimpleQueue()
@@ -195,7 +178,7 @@ class EngineCore:
         if plan:
             self._count_admissions(plan.scheduled)
             batch = build_step_batch(plan.scheduled, self.block_size)
-            if self.record_kv_usage:
+            if self.config.record_kv_usage:
                 self.kv_usage.append(self._kv_usage(batch))
             if plan.loads:
                 ids, values = zip(*plan.loads, strict=True)
@@ -313,7 +296,7 @@ class EngineCore:
             draft = propose_ngram(seq.token_ids, room)
             constraint: Any = seq.constraint
             if draft and constraint is not None:
-                del draft[constraint.allowed_prefix(draft, self.jump_forward) :]
+                del draft[constraint.allowed_prefix(draft, self.config.jump_forward) :]
             seq.draft_ids = draft
 
     def _append_tokens(self, seq: Sequence, tokens: list[int], num_drafted: int) -> CoreOutput:
@@ -338,7 +321,7 @@ class EngineCore:
             _back_off(live, kept=len(tokens) - 1)
             self.block_manager.cache_full_blocks(seq)
             self.block_manager.free_surplus_blocks(seq)
-        if reason is None and constraint is not None and self.jump_forward:
+        if reason is None and constraint is not None and self.config.jump_forward:
             room = min(
                 seq.params.max_tokens - seq.num_output_tokens, self.max_model_len - seq.num_tokens
             )
@@ -416,6 +399,15 @@ class EngineCore:
                     filled.get(block_id, 0), min(bs, max(0, scheduled_len - i * bs))
                 )
         return sum(filled.values()) / (len(filled) * bs) if filled else 0.0
+
+
+def _max_model_len(runner: Runner, config: EngineConfig) -> int:
+    """The most tokens one sequence may hold: what the KV pool holds, the model's context and
+    the configured limit, whichever is least."""
+    limits = [runner.num_blocks * runner.block_size]
+    model_limit = getattr(getattr(runner, "config", None), "max_position", None)
+    limits += [n for n in (config.max_model_len, model_limit) if isinstance(n, int) and n > 0]
+    return min(limits)
 
 
 def _back_off(live: _Live, kept: int) -> None:

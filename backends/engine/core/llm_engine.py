@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from agent.errors import UserError
 from backends.engine.core.block_manager import BlockManager
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.engine_core import CoreOutput, EngineCore, EngineStats, Runner, _Add
 from backends.engine.core.output import (
     GenerationDelta,
@@ -50,35 +51,16 @@ class LLMEngine:
     def __init__(
         self,
         runner: Runner,
+        config: EngineConfig | None = None,
         *,
-        max_num_seqs: int = 64,
-        max_num_batched_tokens: int = 2048,
-        enable_prefix_caching: bool = True,
-        long_prefill_token_threshold: int = 0,
-        max_model_len: int | None = None,
-        record_kv_usage: bool = False,
-        jump_forward: bool = True,
         disk_cache: DiskKVCache | None = None,
     ) -> None:
-        """``disk_cache`` keeps full prompt blocks across processes (needs prefix caching)."""
+        """Batch over ``runner`` as ``config`` says (unset: the defaults); ``disk_cache`` keeps
+        full prompt blocks across processes (needs prefix caching)."""
         self.runner = runner
         self.tokenizer = runner.tokenizer
         self.block_size = runner.block_size
-        limits = [runner.num_blocks * runner.block_size]
-        config_limit = getattr(getattr(runner, "config", None), "max_position", None)
-        limits += [n for n in (max_model_len, config_limit) if isinstance(n, int) and n > 0]
-        self.max_model_len = min(limits)
-        self.core = EngineCore(
-            runner,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            enable_prefix_caching=enable_prefix_caching,
-            long_prefill_token_threshold=long_prefill_token_threshold,
-            max_model_len=self.max_model_len,
-            record_kv_usage=record_kv_usage,
-            jump_forward=jump_forward,
-            disk_cache=disk_cache,
-        )
+        self.core = EngineCore(runner, config or EngineConfig(), disk_cache)
         self._ids = itertools.count()
         self._processors: dict[int, OutputProcessor] = {}  # synchronous mode only
         self._sinks: dict[int, Sink] = {}  # served mode: where each request's outputs go
@@ -89,6 +71,16 @@ class LLMEngine:
         self._closed = False
 
     # --- what the core holds, for tests, benchmarks and metrics --------------------------------
+
+    @property
+    def config(self) -> EngineConfig:
+        return self.core.config
+
+    @property
+    def max_model_len(self) -> int:
+        """The most tokens one sequence may hold: the KV cache's, the model's and the config's
+        limits, whichever is least."""
+        return self.core.max_model_len
 
     @property
     def scheduler(self) -> Scheduler:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from backends.engine.core.block_manager import BlockManager
+from backends.engine.core.engine_config import EngineConfig
 from backends.engine.core.sequence import Sequence, SequenceStatus
 
 
@@ -59,18 +60,18 @@ class Scheduler:
     def __init__(
         self,
         block_manager: BlockManager,
-        max_num_seqs: int = 64,
-        max_num_batched_tokens: int = 2048,
-        long_prefill_token_threshold: int = 0,
+        config: EngineConfig,
         prefix_store: PrefixStore | None = None,
     ) -> None:
-        if max_num_seqs < 1 or max_num_batched_tokens < 1:
+        """Batch as ``config`` says: its sequence and token limits per step, and its prefill cap
+        (``long_prefill_token_threshold``: one sequence's prefill chunk at most, so a long prompt
+        cannot take the whole step; 0 = off)."""
+        if config.max_num_seqs < 1 or config.max_num_batched_tokens < 1:
             raise ValueError("max_num_seqs and max_num_batched_tokens must be at least 1")
         self.block_manager = block_manager
-        self.max_num_seqs = max_num_seqs
-        self.max_num_batched_tokens = max_num_batched_tokens
-        # Caps one sequence's prefill chunk so a long prompt cannot take the whole step (0 = off).
-        self.long_prefill_token_threshold = long_prefill_token_threshold
+        self.max_num_seqs = config.max_num_seqs
+        self.max_num_batched_tokens = config.max_num_batched_tokens
+        self.long_prefill_token_threshold = config.long_prefill_token_threshold
         self.prefix_store = prefix_store if block_manager.enable_prefix_caching else None
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []

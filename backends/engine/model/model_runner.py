@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from backends.engine.config import ModelConfig
     from backends.engine.core.batch import StepBatch
+    from backends.engine.core.engine_config import EngineConfig
     from backends.engine.tokenizer import EngineTokenizer
 
 CPU_KV_CAP = 4 << 30
@@ -36,37 +37,22 @@ class ModelRunner:
     """One forward pass per engine step over every scheduled token, then sampling.
 
     Environment: CLAWLOOP_ENGINE_THREADS sets the CPU thread count (1 is far faster on a busy
-    machine); CLAWLOOP_ENGINE_EAGER=1 turns off CUDA graphs. On CPU, ``dtype=torch.bfloat16``
+    machine); CLAWLOOP_ENGINE_EAGER=1 turns off CUDA graphs. On CPU, ``dtype="bfloat16"``
     roughly doubles prompt throughput where the CPU has AVX512-BF16 (float32 is the default).
     """
 
-    def __init__(
-        self,
-        model_path: Path,
-        device: str = "cpu",
-        dtype: torch.dtype | None = None,
-        kv_cache_bytes: int | None = None,
-        block_size: int = 16,
-        show_progress: bool = False,
-        adapter: Path | None = None,
-        weights: str | None = None,
-        weight_cache: bool = False,
-        native_attention: bool = True,
-        fused_step: bool = True,
-        kv_dtype: torch.dtype | None = None,
-    ) -> None:
-        """``native_attention``: decode attention in the C kernel over the block pool (CPU,
-        float32; built on first use, and the PyTorch path where it cannot be). ``fused_step``:
-        short steps run every layer in one C call where the model allows it
-        (:mod:`backends.engine.model.fused_step`). ``kv_dtype``: the KV cache's dtype; unset, see
-        :func:`default_kv_dtype`.
+    def __init__(self, config: EngineConfig) -> None:
+        """Load ``config.model`` onto ``config.device`` and allocate its KV cache, as ``config``
+        says (its model-side fields; the rest are the scheduler's).
 
         On CPU every tensor operation of the runner, loading included, runs on one compute
         thread (:mod:`backends.engine.model.compute_thread`), whichever thread calls it."""
         import torch
 
+        if config.model is None:
+            raise ValueError("a model runner needs EngineConfig.model: a .gguf file or a folder")
         threads = os.environ.get("CLAWLOOP_ENGINE_THREADS", "")
-        if threads and device == "cpu":
+        if threads and config.device == "cpu":
             if not threads.isdigit() or int(threads) < 1:
                 raise UserError(
                     f"CLAWLOOP_ENGINE_THREADS must be a positive number, not {threads!r}"
@@ -74,23 +60,10 @@ class ModelRunner:
             # One thread can beat two by far on a busy machine: every op ends in a barrier that
             # waits for the other thread to be scheduled again.
             torch.set_num_threads(int(threads))
-        self._compute = ComputeThread() if device == "cpu" else None
+        self.engine_config = config
+        self._compute = ComputeThread() if config.device == "cpu" else None
         try:
-            self._on_compute(
-                self._setup,
-                model_path,
-                device,
-                dtype,
-                kv_cache_bytes,
-                block_size,
-                show_progress,
-                adapter,
-                weights,
-                weight_cache,
-                native_attention,
-                fused_step,
-                kv_dtype,
-            )
+            self._on_compute(self._setup, config, config.model)
         except BaseException:
             if self._compute is not None:  # no thread left behind by a runner never made
                 self._compute.close()
@@ -99,47 +72,36 @@ class ModelRunner:
     def _on_compute(self, fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args) if self._compute is None else self._compute.run(fn, *args)
 
-    def _setup(
-        self,
-        model_path: Path,
-        device: str,
-        dtype: torch.dtype | None,
-        kv_cache_bytes: int | None,
-        block_size: int,
-        show_progress: bool,
-        adapter: Path | None,
-        weights: str | None,
-        weight_cache: bool,
-        native_attention: bool,
-        fused_step: bool,
-        kv_dtype: torch.dtype | None,
-    ) -> None:
+    def _setup(self, config: EngineConfig, model_path: Path) -> None:
         import torch
 
+        device = config.device
         loaded = load_model(
             Path(model_path),
             device=device,
-            dtype=dtype,
-            show_progress=show_progress,
-            adapter=adapter,
-            weights=weights,
-            cache=weight_cache,
+            dtype=_torch_dtype(config.dtype),
+            show_progress=config.show_progress,
+            adapter=config.adapter,
+            weights=config.weights,
+            cache=config.weight_cache,
         )
         self.model = loaded.model
         self.config: ModelConfig = loaded.config
         self.tokenizer: EngineTokenizer = loaded.tokenizer
         self.device = device
+        block_size = config.block_size
         self.block_size = block_size
         self.dtype = self.model.dtype  # activations
         self.weights = self.model.storage
         native = None
-        if native_attention and device == "cpu" and self.dtype == torch.float32:
+        if config.native_attention and device == "cpu" and self.dtype == torch.float32:
             from backends.engine.weights.native.paged_decode import PagedDecode
 
             native = PagedDecode.available()
         half = native is not None and native.reads_half(
             self.config.num_kv_heads, self.config.head_dim
         )
+        kv_dtype = _torch_dtype(config.kv_dtype)
         self.kv_dtype = kv_dtype or default_kv_dtype(self.dtype, self.weights, half)
         if self.kv_dtype not in (self.dtype, torch.float16) or (
             self.kv_dtype != self.dtype and not half
@@ -152,7 +114,9 @@ class ModelRunner:
             )
         self.scale = self.config.head_dim**-0.5
         per_block = block_size * self.config.kv_bytes_per_token(self.kv_dtype.itemsize)
-        budget = kv_cache_bytes if kv_cache_bytes is not None else self._default_kv_bytes()
+        budget = config.kv_cache_bytes
+        if budget is None:
+            budget = self._default_kv_bytes()
         self.num_blocks = max(1, budget // per_block)
         cuda = device.startswith("cuda")
         # On CUDA one extra block, never handed out, absorbs the padding rows of captured graphs.
@@ -173,7 +137,7 @@ class ModelRunner:
         self._sample = sample
         self._native = native
         self._fused = None
-        if self._native is not None and fused_step:
+        if self._native is not None and config.fused_step:
             from backends.engine.model.fused_step import bind_fused_step
 
             self._fused = bind_fused_step(self.model, self.kv_caches, self.scale)
@@ -300,6 +264,18 @@ class ModelRunner:
             import torch
 
             torch.cuda.empty_cache()
+
+
+def _torch_dtype(name: str | None) -> torch.dtype | None:
+    """The torch dtype an :class:`EngineConfig` names (float32, bfloat16 or float16), or None."""
+    import torch
+
+    if not name:
+        return None
+    if name not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"dtype {name!r}: choose float32, bfloat16 or float16")
+    dtype: torch.dtype = getattr(torch, name)
+    return dtype
 
 
 def default_kv_dtype(activations: torch.dtype, weights: str, half_kernel: bool) -> torch.dtype:
