@@ -98,6 +98,7 @@ def test_the_web_pages_templates_and_script_ship_inside_the_wheel(wheel: Path) -
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
     assert {
+        "connectors/web/static/act.js",
         "connectors/web/static/chat.js",
         "connectors/web/static/ops.js",
         "connectors/web/static/style.css",

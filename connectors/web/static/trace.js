@@ -10,48 +10,21 @@
   const buttons = main.querySelectorAll("button.grade");
   const DONE = "clawloop-grade-done";
 
-  // What the last grade did, kept across the reload that shows it.
-  const last = window.sessionStorage.getItem(DONE);
-  if (last) {
-    status.textContent = last;
-    window.sessionStorage.removeItem(DONE);
-  }
+  window.clawloopAct.showDone(DONE, status);
 
   buttons.forEach((button) => {
     button.addEventListener("click", async () => {
       buttons.forEach((b) => (b.disabled = true));
       status.textContent = "grading…";
-      let r;
-      try {
-        r = await fetch("/traces/" + encodeURIComponent(main.dataset.run) + "/grade", {
-          method: "POST",
-          headers: {
-            "content-type": "application/json",
-            "x-csrf-token": main.dataset.csrf,
-            "x-clawloop-session": main.dataset.session,
-          },
-          body: JSON.stringify({ grade: button.dataset.grade, note: note.value }),
-          credentials: "same-origin",
-        });
-      } catch (err) {
-        status.textContent = "the connection to the server broke: " + err;
-        buttons.forEach((b) => (b.disabled = false));
-        return;
-      }
-      const text = await r.text();
-      let reply = {};
-      try {
-        reply = JSON.parse(text);
-      } catch (err) {
-        reply = { error: text };
-      }
-      if (r.ok) {
-        window.sessionStorage.setItem(DONE, reply.done);
-        window.location.reload();
-      } else {
-        status.textContent = "not graded: " + (reply.error || text);
-        buttons.forEach((b) => (b.disabled = false));
-      }
+      await window.clawloopAct.post({
+        url: "/traces/" + encodeURIComponent(main.dataset.run) + "/grade",
+        body: { grade: button.dataset.grade, note: note.value },
+        main,
+        status,
+        key: DONE,
+        refused: "not graded: ",
+        enable: () => buttons.forEach((b) => (b.disabled = false)),
+      });
     });
   });
 })();
