@@ -40,6 +40,18 @@ def _ended(result: GenerationResult | None) -> GenerationResult:
     return result
 
 
+async def _collect(tokens: Tokens) -> tuple[str, GenerationResult]:
+    """A whole (non-streamed) response's text and the result that ended its stream."""
+    pieces: list[str] = []
+    result: GenerationResult | None = None
+    async for item in tokens:
+        if isinstance(item, GenerationDelta):
+            pieces.append(item.text)
+        else:
+            result = item
+    return "".join(pieces), _ended(result)
+
+
 def _message(text: str, prepared: Prepared) -> AssistantMessage:
     if not prepared.parse_tool_calls:
         return AssistantMessage(content=text)
@@ -61,15 +73,8 @@ class ChatResponder:
 
     async def whole(self, tokens: Tokens) -> dict[str, Any]:
         """The non-streamed response body."""
-        pieces: list[str] = []
-        result: GenerationResult | None = None
-        async for item in tokens:
-            if isinstance(item, GenerationDelta):
-                pieces.append(item.text)
-            else:
-                result = item
-        result = _ended(result)
-        message = _message("".join(pieces), self.prepared)
+        text, result = await _collect(tokens)
+        message = _message(text, self.prepared)
         wire = message.to_wire()
         wire.pop("name", None)
         return {
@@ -168,15 +173,8 @@ class CompletionResponder:
         self.created = int(time.time())
 
     async def whole(self, tokens: Tokens) -> dict[str, Any]:
-        pieces: list[str] = []
-        result: GenerationResult | None = None
-        async for item in tokens:
-            if isinstance(item, GenerationDelta):
-                pieces.append(item.text)
-            else:
-                result = item
-        result = _ended(result)
-        body = self._body("".join(pieces), result.finish_reason)
+        text, result = await _collect(tokens)
+        body = self._body(text, result.finish_reason)
         body["usage"] = usage(result)
         return body
 
