@@ -9,13 +9,13 @@ from __future__ import annotations
 import contextlib
 import imaplib
 import re
-import socket
 import ssl
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from agent.errors import ToolError, UserError
+from agent.errors import ToolError
 from skills.mail.config import MailAccount, ssl_context
+from skills.mail.connecting import tool_password, why
 
 _LIST_LINE = re.compile(rb'^\((?P<flags>[^)]*)\) (?P<sep>"[^"]*"|NIL) (?P<name>.+)$')
 
@@ -44,10 +44,7 @@ class MessageId:
 def connect(account: MailAccount, environ: Mapping[str, str]) -> Iterator[imaplib.IMAP4]:
     """A logged-in IMAP connection, closed afterwards."""
     host, port = account.imap_address()
-    try:
-        password = account.password(environ)
-    except UserError as exc:
-        raise ToolError(f"mail is not set up: {exc.message}. Tell the user.") from None
+    password = tool_password(account, environ)
     context = ssl_context(account)
     try:
         if account.imap_security == "tls":
@@ -65,7 +62,7 @@ def connect(account: MailAccount, environ: Mapping[str, str]) -> Iterator[imapli
         ) from None
     except (OSError, imaplib.IMAP4.error) as exc:
         raise ToolError(
-            f"could not reach the IMAP server {host}:{port} ({_why(exc)}); the server may be "
+            f"could not reach the IMAP server {host}:{port} ({why(exc)}); the server may be "
             "down. Try again later or tell the user."
         ) from None
     try:
@@ -78,7 +75,7 @@ def connect(account: MailAccount, environ: Mapping[str, str]) -> Iterator[imapli
             ) from None
         yield client
     except (OSError, imaplib.IMAP4.abort) as exc:
-        raise ToolError(f"the IMAP connection to {host}:{port} broke ({_why(exc)})") from None
+        raise ToolError(f"the IMAP connection to {host}:{port} broke ({why(exc)})") from None
     finally:
         with contextlib.suppress(Exception):
             client.logout()
@@ -142,9 +139,3 @@ def _unquote(name: str) -> str:
 def _ok(status: str, data: object, command: str) -> None:
     if status != "OK":
         raise ToolError(f"the IMAP server refused {command}: {data!r}")
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, socket.timeout):
-        return "timed out"
-    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

@@ -12,17 +12,15 @@ import ssl
 from collections.abc import Mapping
 from email.message import EmailMessage
 
-from agent.errors import ToolError, UserError
+from agent.errors import ToolError
 from skills.mail.config import MailAccount, ssl_context
+from skills.mail.connecting import tool_password, why
 
 
 def send(account: MailAccount, message: EmailMessage, environ: Mapping[str, str]) -> list[str]:
     """Send ``message``; return the recipients the server accepted."""
     host, port = account.smtp_address()
-    try:
-        password = account.password(environ)
-    except UserError as exc:
-        raise ToolError(f"mail is not set up: {exc.message}. Tell the user.") from None
+    password = tool_password(account, environ)
     context = ssl_context(account)
     try:
         if account.smtp_security == "tls":
@@ -55,7 +53,7 @@ def send(account: MailAccount, message: EmailMessage, environ: Mapping[str, str]
         ) from None
     except (TimeoutError, ConnectionError, socket.gaierror, OSError) as exc:
         raise ToolError(
-            f"could not reach the SMTP server {host}:{port} ({_why(exc)}); the server may be "
+            f"could not reach the SMTP server {host}:{port} ({why(exc)}); the server may be "
             "down. Try again later or tell the user."
         ) from None
     except smtplib.SMTPException as exc:
@@ -69,9 +67,3 @@ def _all_recipients(message: EmailMessage) -> list[str]:
 
     fields = [str(v) for key in ("To", "Cc", "Bcc") for v in message.get_all(key, [])]
     return [addr for _name, addr in getaddresses(fields) if addr]
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, socket.timeout):
-        return "timed out"
-    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
