@@ -106,6 +106,16 @@ def parse_host(text: str) -> HostRule:
     return HostRule(host, (port,) if port is not None else DEFAULT_PORTS)
 
 
+def check_hosts(hosts: list[str]) -> list[str]:
+    """``hosts`` as given when each is a valid entry, for a config validator; else ValueError."""
+    for host in hosts:
+        try:
+            parse_host(host)
+        except UserError as exc:
+            raise ValueError(exc.message) from None
+    return hosts
+
+
 def _split_host_port(raw: str) -> tuple[str | None, int | None]:
     """``(host, port)`` from ``host[:port]`` or ``[v6][:port]``; host None if malformed."""
     port: int | None = None

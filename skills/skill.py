@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent.errors import UserError
 from agent.tools import Tool
-from sandbox.egress import parse_host
+from sandbox.egress import check_hosts
 
 if TYPE_CHECKING:
     from skills.context import SkillContext
@@ -42,12 +41,7 @@ class Permissions(BaseModel):
     @field_validator("network")
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
-        for host in hosts:
-            try:
-                parse_host(host)
-            except UserError as exc:
-                raise ValueError(exc.message) from None
-        return hosts
+        return check_hosts(hosts)
 
     def lines(self) -> list[str]:
         """The manifest as lines a person reads before consenting."""

@@ -13,8 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent.errors import UserError
-from sandbox.egress import parse_host
+from sandbox.egress import check_hosts
 
 
 class WebSettings(BaseModel):
@@ -44,12 +43,7 @@ class WebSettings(BaseModel):
     @field_validator("hosts")
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
-        for host in hosts:
-            try:
-                parse_host(host)
-            except UserError as exc:
-                raise ValueError(exc.message) from None
-        return hosts
+        return check_hosts(hosts)
 
     @field_validator("search_url")
     @classmethod
