@@ -32,37 +32,39 @@ class Check:
     detail: str
 
 
-def _bwrap_starts() -> tuple[bool, str]:
+def _why_true_fails(settings: SandboxSettings, grant: Grant, otherwise: str) -> str | None:
+    """Why ``true`` does not run in a sandbox of ``settings`` and ``grant``: the first line of
+    the error or of its stderr (``otherwise`` when that is empty); None when it runs."""
     from sandbox.runner import SandboxRunner
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            result = SandboxRunner(SandboxSettings(), Path(tmp)).run(["true"], timeout=30)
+            result = SandboxRunner(settings, Path(tmp), grant=grant).run(["true"], timeout=30)
         except Exception as exc:  # the report says why instead of failing
-            return False, str(exc).splitlines()[0]
+            return str(exc).splitlines()[0]
     if result.exit_code == 0:
-        how = "as root, dropping to another uid" if os.geteuid() == 0 else "in a user namespace"
-        return True, f"it starts a sandbox ({how})"
-    return False, (result.stderr.strip().splitlines() or ["it did not start"])[0]
+        return None
+    return (result.stderr.strip().splitlines() or [otherwise])[0]
+
+
+def _bwrap_starts() -> tuple[bool, str]:
+    why = _why_true_fails(SandboxSettings(), Grant(), "it did not start")
+    if why is not None:
+        return False, why
+    how = "as root, dropping to another uid" if os.geteuid() == 0 else "in a user namespace"
+    return True, f"it starts a sandbox ({how})"
 
 
 def _relay_starts() -> tuple[bool, str]:
     """Whether a command with a declared host starts (the proxy and its relay inside)."""
-    from sandbox.runner import SandboxRunner
-
     settings = SandboxSettings(mode="read-only")
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            runner = SandboxRunner(settings, Path(tmp), grant=Grant(network=["127.0.0.1:9"]))
-            result = runner.run(["true"], timeout=30)
-        except Exception as exc:  # the report says why instead of failing
-            return False, str(exc).splitlines()[0]
-    if result.exit_code == 0:
-        return True, (
-            "only the declared hosts, through the filtering proxy; nothing else "
-            f"(the relay: {relay_build.describe()})"
-        )
-    return False, (result.stderr.strip().splitlines() or ["the relay did not start"])[0]
+    why = _why_true_fails(settings, Grant(network=["127.0.0.1:9"]), "the relay did not start")
+    if why is not None:
+        return False, why
+    return True, (
+        "only the declared hosts, through the filtering proxy; nothing else "
+        f"(the relay: {relay_build.describe()})"
+    )
 
 
 def _scratch_files(inodes: int) -> str:
@@ -74,17 +76,10 @@ def _scratch_files(inodes: int) -> str:
 
 def _program_view() -> tuple[bool, str]:
     """Whether a skill's command starts in a view of only its programs, under the exec guard."""
-    from sandbox.runner import SandboxRunner
-
     settings = SandboxSettings(mode="read-only")
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            runner = SandboxRunner(settings, Path(tmp), grant=Grant(programs=["true"]))
-            result = runner.run(["true"], timeout=30)
-        except Exception as exc:  # the report says why instead of failing
-            return False, str(exc).splitlines()[0]
-    if result.exit_code != 0:
-        return False, (result.stderr.strip().splitlines() or ["the view did not start"])[0]
+    why = _why_true_fails(settings, Grant(programs=["true"]), "the view did not start")
+    if why is not None:
+        return False, why
     guard = exec_guard.describe()
     if exec_guard.compiled_guard() is None:
         return (
