@@ -27,6 +27,17 @@ class _Wire(BaseModel):
         return self.to_wire()
 
 
+class _Labelled(_Wire):
+    """A message that may carry a ``provenance``: kept in sessions and traces, never sent to a
+    model (a subclass declares the field)."""
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True, exclude={"provenance"})
+
+    def to_record(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
 class FunctionCall(_Wire):
     """The function part of a tool call: a name and its arguments as a JSON string."""
 
@@ -69,7 +80,7 @@ class SystemMessage(_Wire):
     name: str | None = None
 
 
-class UserMessage(_Wire):
+class UserMessage(_Labelled):
     """What the person asked."""
 
     role: Literal["user"] = "user"
@@ -78,12 +89,6 @@ class UserMessage(_Wire):
     # Set for a chat member who is not an owner: their words do not count as the user's own
     # (agent/dataflow.py). Kept beside the content, never sent to a model, like a result's.
     provenance: Provenance | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True, exclude={"provenance"})
-
-    def to_record(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
 
     @property
     def from_owner(self) -> bool:
@@ -105,7 +110,7 @@ class AssistantMessage(_Wire):
         return data
 
 
-class ToolMessage(_Wire):
+class ToolMessage(_Labelled):
     """The result of one tool call, sent back to the model."""
 
     role: Literal["tool"] = "tool"
@@ -115,12 +120,6 @@ class ToolMessage(_Wire):
     # Where the content came from. It lives beside the content, in sessions and traces, and is
     # never sent to a model: nothing in a result's text can claim or change it.
     provenance: Provenance | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True, exclude={"provenance"})
-
-    def to_record(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 Message = Annotated[
