@@ -276,14 +276,18 @@ def _env_text(values: dict[str, int | str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in values.items())
 
 
+def _other_value(rng: random.Random, old: int | str) -> int | str:
+    """A new value for a setting of a text config file: of ``old``'s kind, never ``old``."""
+    new = rng.randint(2, 9999) if isinstance(old, int) else rng.choice(WORDS)
+    return f"{new}2" if new == old else new
+
+
 def env_set_value(rng: random.Random) -> Generated:
     """A variable of a .env file given a new value."""
     name = rng.choice([".env", ".env", ".env.local"])
     keys, values = _env(rng)
     key = rng.choice(keys)
-    new = rng.randint(2, 9999) if isinstance(values[key], int) else rng.choice(WORDS)
-    if new == values[key]:
-        new = f"{new}2"
+    new = _other_value(rng, values[key])
     prompt = pick(
         rng,
         f"Set {key} to {new} in {name}",
@@ -338,9 +342,7 @@ def ini_set_value(rng: random.Random) -> Generated:
         return f"[{sections[0]}]\n{first}\n[{sections[1]}]\n{second}"
 
     key = rng.choice(keys)
-    new = rng.randint(2, 9999) if isinstance(values[key], int) else rng.choice(WORDS)
-    if new == values[key]:
-        new = f"{new}2"
+    new = _other_value(rng, values[key])
     prompt = pick(
         rng,
         f"Set {key} to {new} in {name}.",
