@@ -18,13 +18,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import UserError
-from backends.engine.model.triton_store import check_device, interpret_mode
+from backends.engine.model.triton_store import check_device, import_triton, interpret_mode
 
 if TYPE_CHECKING:
     import torch
 
-_INSTALL = "pip install triton  (it comes with CUDA builds of torch)"
 _KERNELS: dict[bool, Any] = {}
 # Keys per inner-loop step; tl.dot needs at least 16 on each side.
 _TILE = 32
@@ -34,11 +32,7 @@ _LOG2E = 1.4426950408889634
 def _kernel() -> Any:
     interpret = interpret_mode()
     if interpret not in _KERNELS:
-        try:
-            import triton
-            import triton.language as tl
-        except ImportError as exc:
-            raise UserError(f"The GPU kernels need Triton: {_INSTALL}") from exc
+        triton, tl = import_triton()
 
         def paged_attention_kernel(
             q_ptr,

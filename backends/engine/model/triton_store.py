@@ -37,14 +37,20 @@ def check_device(*tensors: torch.Tensor) -> None:
         )
 
 
+def import_triton() -> tuple[Any, Any]:
+    """``triton`` and ``triton.language``; without Triton, a UserError with the install command."""
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError as exc:
+        raise UserError(f"The GPU kernels need Triton: {_INSTALL}") from exc
+    return triton, tl
+
+
 def _kernel() -> Any:
     interpret = interpret_mode()
     if interpret not in _KERNELS:
-        try:
-            import triton
-            import triton.language as tl
-        except ImportError as exc:
-            raise UserError(f"The GPU kernels need Triton: {_INSTALL}") from exc
+        triton, tl = import_triton()
 
         def store_kv_kernel(
             k_ptr,
