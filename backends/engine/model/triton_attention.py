@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from backends.engine.model.triton_store import check_device, import_triton, interpret_mode
+from backends.engine.model.triton_store import check_device, interpret_mode, require_triton
 
 if TYPE_CHECKING:
     import torch
@@ -32,7 +32,9 @@ _LOG2E = 1.4426950408889634
 def _kernel() -> Any:
     interpret = interpret_mode()
     if interpret not in _KERNELS:
-        triton, tl = import_triton()
+        require_triton()
+        import triton
+        import triton.language as tl
 
         def paged_attention_kernel(
             q_ptr,

@@ -37,20 +37,20 @@ def check_device(*tensors: torch.Tensor) -> None:
         )
 
 
-def import_triton() -> tuple[Any, Any]:
-    """``triton`` and ``triton.language``; without Triton, a UserError with the install command."""
+def require_triton() -> None:
+    """Raises a UserError with the install command where Triton cannot be imported."""
     try:
-        import triton
-        import triton.language as tl
+        import triton.language  # noqa: F401  (imports triton too)
     except ImportError as exc:
         raise UserError(f"The GPU kernels need Triton: {_INSTALL}") from exc
-    return triton, tl
 
 
 def _kernel() -> Any:
     interpret = interpret_mode()
     if interpret not in _KERNELS:
-        triton, tl = import_triton()
+        require_triton()
+        import triton
+        import triton.language as tl
 
         def store_kv_kernel(
             k_ptr,
