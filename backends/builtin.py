@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agent.backend import Backend
 from agent.errors import ConfigError, UserError
 from agent.plugins import hookimpl
+
+_N = TypeVar("_N", int, float)
 
 
 def make_fake(script: str | Path | None = None, **_: Any) -> Backend:
@@ -119,21 +121,21 @@ def register_backends(register: Callable[[str, Callable[..., Any]], None]) -> No
 
 
 def _int(key: str, value: Any) -> int | None:
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"backend option {key} must be a whole number, not {value!r}") from None
+    return _number(key, value, int, "a whole number")
 
 
 def _float(key: str, value: Any) -> float | None:
+    return _number(key, value, float, "a number")
+
+
+def _number(key: str, value: Any, kind: Callable[[Any], _N], what: str) -> _N | None:
+    """A backend option as ``kind``; None when it is not set, a ConfigError when it is not one."""
     if value is None or value == "":
         return None
     try:
-        return float(value)
+        return kind(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"backend option {key} must be a number, not {value!r}") from None
+        raise ConfigError(f"backend option {key} must be {what}, not {value!r}") from None
 
 
 def _bool(key: str, value: Any) -> bool:
