@@ -96,37 +96,27 @@ class ProgressGuard:
         return result, None
 
     def _repeated_call(self, count: int, label: str) -> tuple[Stop | None, str]:
-        limit = self.limits.repeated_call
-        if not limit:
-            return None, ""
-        if count >= limit:
-            return Stop(
-                "repeated_call", f"stopped: {label} kept giving the same result ({count} times)"
-            ), ""
-        if count == limit - 1 and count > 1:
-            return None, (
-                f"you have made this call {count} times with the same result; "
-                "making it again will stop the run. Use what you have or try something else."
-            )
-        return None, ""
+        return _at_limit(
+            count,
+            self.limits.repeated_call,
+            Stop("repeated_call", f"stopped: {label} kept giving the same result ({count} times)"),
+            f"you have made this call {count} times with the same result; "
+            "making it again will stop the run. Use what you have or try something else.",
+        )
 
     def _repeated_error(self, count: int, label: str, content: str) -> tuple[Stop | None, str]:
-        limit = self.limits.repeated_error
-        if not limit:
-            return None, ""
-        if count >= limit:
-            first = content.strip().splitlines()[0] if content.strip() else "(empty)"
-            return Stop(
+        first = content.strip().splitlines()[0] if content.strip() else "(empty)"
+        return _at_limit(
+            count,
+            self.limits.repeated_error,
+            Stop(
                 "repeated_error",
                 f"stopped: {label} kept failing with the same error ({count} times): "
                 f"{_shorten(first, 160)}",
-            ), ""
-        if count == limit - 1 and count > 1:
-            return None, (
-                f"this error has now come {count} times; the same error again will stop "
-                "the run. Try something different."
-            )
-        return None, ""
+            ),
+            f"this error has now come {count} times; the same error again will stop "
+            "the run. Try something different.",
+        )
 
     def _alternating(self) -> tuple[Stop | None, str]:
         limit = self.limits.alternation
@@ -146,6 +136,17 @@ class ProgressGuard:
                 "doing it again will stop the run. Use what you have or try something else."
             )
         return None, ""
+
+
+def _at_limit(count: int, limit: int, stop: Stop, warning: str) -> tuple[Stop | None, str]:
+    """``stop`` once ``count`` reaches ``limit`` (0: no limit); ``warning`` one count before."""
+    if not limit:
+        return None, ""
+    if count >= limit:
+        return stop, ""
+    if count == limit - 1 and count > 1:
+        return None, warning
+    return None, ""
 
 
 def _alternation_length(history: list[_Seen]) -> int:
