@@ -1,7 +1,7 @@
 """`agent web`'s routes: the chat page and its stream, approvals, Stop, the traces and their
 grades, the saved sessions, the eval reports and the operations page.
 
-Pages are rendered on the server by Jinja with autoescaping on; the one script is a static file
+Pages are rendered on the server by Jinja with autoescaping on; the scripts are static files
 of this package. Every request passes the checks of :mod:`connectors.web.security` first.
 """
 
