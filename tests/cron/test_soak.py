@@ -114,7 +114,7 @@ def test_a_day_of_jobs_survives_five_kills(isolated_home: Path, ws: Path) -> Non
         records = db.runs(job_id)
         covered = []
         for r in records:
-            assert r.state in ("done", "skipped", "interrupted"), (name, r)
+            assert r.state in ("done", "skipped", "interrupted"), (name, r.why, r)
             inside = [s for s in expected if r.first_slot <= s <= r.scheduled_for]
             assert inside and inside[-1] == r.scheduled_for, (name, r)
             covered.extend(inside)

@@ -22,7 +22,7 @@ from agent.tools import Toolbox
 from cli.approvals import AutoApprover
 from sandbox.secrets import Redactor, credential_file_secrets, find_secrets
 from sandbox.settings import ResourceLimits, SandboxSettings
-from skills.context import SkillContext
+from skills.context import Places, SkillContext
 from skills.toolbox import build_toolbox
 
 VARIABLES = [
@@ -42,13 +42,13 @@ def _value(name: str) -> str:
     return f"{name.lower()}-{uuid.uuid4().hex}"
 
 
-def _toolbox(ws: Path, environ: dict[str, str], **extra: object) -> Toolbox:
+def _toolbox(ws: Path, environ: dict[str, str], places: Places | None = None) -> Toolbox:
     context = SkillContext.create(
         ws,
         SandboxSettings(limits=ResourceLimits(timeout_s=10)),
+        places=places or Places(),
         secrets=find_secrets({}, environ),
         environ=environ,
-        **extra,  # type: ignore[arg-type]
     )
     return build_toolbox(context, AutoApprover())
 
@@ -172,7 +172,9 @@ def test_clawloop_data_folder_is_hidden_wherever_it_is(ws: Path, service_home: P
     data = service_home / "clawloop-data"
     data.mkdir(exist_ok=True)
     (data / "audit.jsonl").write_text('{"detail": "private audit"}\n')
-    tb = _toolbox(ws, {"HOME": "/nonexistent"}, data_dir=data, audit_path=data / "audit.jsonl")
+    tb = _toolbox(
+        ws, {"HOME": "/nonexistent"}, Places(data_dir=data, audit_path=data / "audit.jsonl")
+    )
     out = _shell(tb, f"ls -a {data}; cat {data}/audit.jsonl; echo x >> {data}/audit.jsonl")
     assert "private audit" not in out
     assert (data / "audit.jsonl").read_text().startswith('{"detail": "private audit"}\n')
