@@ -101,21 +101,29 @@ class ShotLibrary:
         norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
         return {t: w / norm for t, w in weights.items() if w}
 
-    def nearest(self, text: str, k: int, tools: Iterable[str] | None = None) -> list[Shot]:
+    def nearest(
+        self,
+        text: str,
+        k: int,
+        tools: Iterable[str] | None = None,
+        leave_out: Iterable[str] = (),
+    ) -> list[Shot]:
         """The ``k`` shots most like ``text``, one per family, least alike first.
 
         Only shots whose calls all use ``tools`` (when given) are chosen, so an example never
-        shows a tool the model cannot call. The nearest comes last, next to the user's message.
+        shows a tool the model cannot call, and none of a family in ``leave_out``. The nearest
+        comes last, next to the user's message.
         """
         if k <= 0 or not self.shots:
             return []
         allowed = None if tools is None else frozenset(tools)
+        left = frozenset(leave_out)
         query = self._vector(Counter(features(text)))
         scored = sorted(
             (
                 (sum(w * vector.get(t, 0.0) for t, w in query.items()), -i, shot)
                 for i, (shot, vector) in enumerate(zip(self.shots, self._vectors, strict=True))
-                if allowed is None or shot.tools <= allowed
+                if (allowed is None or shot.tools <= allowed) and shot.family not in left
             ),
             key=lambda item: (item[0], item[1]),
             reverse=True,
@@ -168,6 +176,9 @@ class ShotPicker:
     fallback: Sequence[Message] = ()
     # Tools the model is never offered in this configuration; no chosen example uses them.
     exclude: frozenset[str] = frozenset()
+    # Families never shown. Training examples leave out the task's own family, so that the
+    # model learns to adapt a neighbouring kind of task rather than to recall its own.
+    leave_out: frozenset[str] = frozenset()
 
     def __call__(self, messages: Sequence[Message], tools: Iterable[str]) -> list[Message]:
         tools = [t for t in tools if t not in self.exclude]
@@ -175,7 +186,8 @@ class ShotPicker:
             (m.content for m in reversed(messages) if isinstance(m, UserMessage)),
             "",
         )
-        chosen = self.library.nearest(text if isinstance(text, str) else "", self.k, tools)
+        query = text if isinstance(text, str) else ""
+        chosen = self.library.nearest(query, self.k, tools, self.leave_out)
         if not chosen:
             return list(self.fallback)
         return [m for shot in chosen for m in shot.messages]

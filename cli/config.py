@@ -67,6 +67,8 @@ class SmallModelSettings(BaseModel):
     # path; unset: the bundled one)
     shots: int = Field(default=0, ge=0, le=8)
     shot_library: str | None = None
+    # families whose solved tasks are never shown (gold runs for training add the task's own)
+    shot_leave_out: list[str] = Field(default_factory=list)
 
 
 class GuardSettings(BaseModel):

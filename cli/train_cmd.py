@@ -144,13 +144,14 @@ def train(
         from cli.train_sources import gold_examples, held_out_tasks
 
         made = generate(curriculum, seed, _generated(families), held_out_tasks(held_out))
-        gold, _ = gold_examples(console, made, out)
+        gold, summary = gold_examples(console, made, out)
         examples += gold
         described["curriculum"] = {
             "tasks": curriculum,
             "seed": seed,
             "families": families,
             "examples": len(gold),
+            **({"shots": summary["shots"]} if "shots" in summary else {}),
         }
     if start_from is not None and str(start_from) == "none":
         start_from = None

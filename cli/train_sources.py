@@ -63,7 +63,20 @@ def gold_examples(
     write_jsonl(out / "curriculum.jsonl", examples)
     count = len(made.items)
     console.print(f"curriculum: {count} tasks, {len(examples)} examples (gold runs all passed)")
-    return examples, {"tasks": count, "examples": len(examples)}
+    summary: dict[str, Any] = {"tasks": count, "examples": len(examples)}
+    small = settings.small
+    if small.shots:
+        # Each example shows the library's nearest solved tasks of other families than its own.
+        summary["shots"] = {
+            "per_request": small.shots,
+            "library": small.shot_library or "bundled",
+            "left_out": small.shot_leave_out,
+            "own_family": False,
+        }
+        console.print(
+            f"curriculum: each request shows {small.shots} worked examples of other families"
+        )
+    return examples, summary
 
 
 @dataclass(slots=True)

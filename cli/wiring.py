@@ -164,7 +164,13 @@ def _shot_picker(small: SmallModelSettings, fallback: list[Message]) -> ShotPick
         return None
     never = [*NOT_FOR_SMALL_MODELS, *([] if small.command_tool else [COMMAND_TOOL])]
     library = load_library(small.shot_library)
-    return ShotPicker(library, small.shots, fallback=fallback, exclude=frozenset(never))
+    return ShotPicker(
+        library,
+        small.shots,
+        fallback=fallback,
+        exclude=frozenset(never),
+        leave_out=frozenset(small.shot_leave_out),
+    )
 
 
 def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentLoop:

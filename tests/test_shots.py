@@ -127,3 +127,18 @@ def test_the_bundled_library_holds_no_held_out_family_and_no_eval_task() -> None
         assert isinstance(last, AssistantMessage) and last.tool_calls
         assert last.tool_calls[0].function.name == "answer"
         assert shot.tools & tools or shot.tools == {"answer"}
+
+
+def test_a_left_out_family_is_never_shown() -> None:
+    library = parse_library(LIBRARY)
+    question = "What's the first line in server.log?"
+    assert "first-line" in {s.family for s in library.nearest(question, 3)}
+    chosen = library.nearest(question, 3, leave_out=["first-line"])
+    assert chosen and "first-line" not in {s.family for s in chosen}
+    both = "How many lines are in the first file, notes.txt?"
+    assert {s.family for s in library.nearest(both, 3)} >= {"first-line", "count-lines"}
+    picker = ShotPicker(library, 3, leave_out=frozenset({"first-line", "sum-column"}))
+    shown = picker([UserMessage(content=both)], ["count_lines", "run_command", "answer"])
+    assert [m.content for m in shown if isinstance(m, UserMessage)] == [
+        "How many lines are in a.txt?"
+    ]

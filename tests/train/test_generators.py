@@ -131,3 +131,40 @@ def test_the_default_held_out_suite_is_found_from_any_folder(
 
     monkeypatch.chdir(tmp_path)  # outside the checkout, the filter still holds
     assert held_out_suites(None) == [ROOT / "evals" / "basic.yaml"]
+
+
+def test_gold_runs_with_chosen_examples_show_only_other_families(tmp_path: Path) -> None:
+    # With [small] shots on, each training example shows the library's nearest solved tasks,
+    # but never one of the task's own family: the adapter learns to adapt a neighbour's call.
+    from agent.shots import load_library
+
+    library = load_library()
+    family_of = {s.prompt: s.family for s in library.shots}
+    settings = load_settings({"data_dir": tmp_path, "small.command_tool": True, "small.shots": 3})
+    families = ["count", "first-line", "sum-numbers", "grep-lines", "json-keys"]
+    curriculum = generate(2 * len(families), seed=13, families=families, held_out=BASIC.tasks)
+    own_nearby = 0
+    for run, (task, gold) in zip(run_gold(curriculum, settings), curriculum.items, strict=True):
+        assert run.result.passed and run.examples
+        for example in run.examples:
+            users = [m["content"] for m in example["messages"] if m["role"] == "user"]
+            assert users[-1] == task.prompt
+            shown = [family_of[u] for u in users[:-1]]
+            assert len(shown) == len(set(shown)) == 3  # three examples, one per family
+            assert gold.family not in shown, (task.id, shown)
+        # Left to itself the library would show the task's own family: the exclusion matters.
+        own_nearby += gold.family in {s.family for s in library.nearest(task.prompt, 3)}
+    assert own_nearby == len(curriculum.items)
+
+
+def test_gold_runs_keep_the_configured_left_out_families(tmp_path: Path) -> None:
+    from cli.evals.generators.gold import without_own_family
+
+    settings = load_settings(
+        {"data_dir": tmp_path, "small.shots": 3, "small.shot_leave_out": ["nth-line"]}
+    )
+    assert without_own_family(settings, "count").small.shot_leave_out == ["nth-line", "count"]
+    assert settings.small.shot_leave_out == ["nth-line"]  # the caller's settings are unchanged
+    # Without chosen examples the prompt's fixed ones are shown, and nothing changes.
+    plain = load_settings({"data_dir": tmp_path})
+    assert without_own_family(plain, "count") is plain

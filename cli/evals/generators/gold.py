@@ -106,6 +106,22 @@ def gold_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"profile": "small"})
 
 
+def without_own_family(settings: Settings, family: str) -> Settings:
+    """The settings for a gold run of a ``family`` task: with worked examples chosen per task
+    (``[small] shots``), none of its own family is shown.
+
+    The library holds solved tasks of every family, so with its own family's examples shown a
+    gold run would teach the model to copy a solved task of the same kind. The tasks it most
+    needs to get right are of kinds it has never seen, where the best the library offers is a
+    neighbouring kind; training on the neighbours' examples teaches it to adapt those.
+    """
+    small = settings.small
+    if not small.shots or family in small.shot_leave_out:
+        return settings
+    left = small.model_copy(update={"shot_leave_out": [*small.shot_leave_out, family]})
+    return settings.model_copy(update={"small": left})
+
+
 def run_gold(
     curriculum: Curriculum,
     settings: Settings,
@@ -117,7 +133,8 @@ def run_gold(
     for task, gold in curriculum.items:
         turns = gold_turns(gold)
         backend = FakeBackend(turns)
-        result = run_task(Variant("gold", settings, backend), suite, task, 0)
+        own = without_own_family(settings, gold.family)
+        result = run_task(Variant("gold", own, backend), suite, task, 0)
         if progress is not None:
             progress(result)
         steps = list(zip(backend.requests, turns, strict=False))
