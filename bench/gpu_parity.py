@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "engine"))  # the prompts the CPU parity tests use
-
-from parity_prompts import PROMPTS  # noqa: E402
+from bench.parity_prompts import PROMPTS
 
 
 def _chat(tokenizer: Any, text: str) -> list[int]:

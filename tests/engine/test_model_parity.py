@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import torch
 from greedy_reference import greedy_rows
-from parity_prompts import PROMPTS
 
 from backends.engine.core.engine_config import EngineConfig
 from backends.engine.model.model_runner import ModelRunner
 from backends.gguf.default_model import default_model_path
+from bench.parity_prompts import PROMPTS
 
 try:  # the runner tests' scheduler stand-in, whether or not tests/ is a package
     from test_model_runner import Driver, prompt, recorded_logits

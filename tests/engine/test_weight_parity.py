@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 import torch
 from greedy_reference import greedy_rows
-from parity_prompts import PROMPTS as PARITY_PROMPTS
 
 from backends.engine.core.batch import StepBatch
 from backends.engine.core.engine_config import EngineConfig
@@ -32,6 +31,7 @@ from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.core.params import SamplingParams
 from backends.engine.model.model_runner import ModelRunner
 from backends.gguf.default_model import default_model_path
+from bench.parity_prompts import PROMPTS as PARITY_PROMPTS
 
 try:  # the runner tests' scheduler stand-in, whether or not tests/ is a package
     from test_model_runner import Driver, prompt, recorded_logits
