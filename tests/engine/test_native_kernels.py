@@ -122,6 +122,33 @@ def test_paged_decode_matches_the_reference(
     torch.testing.assert_close(plan(q, q, q, k_pool, v_pool), expected, atol=1e-5, rtol=1e-5)
 
 
+@needs_decode
+@pytest.mark.parametrize(("kv_heads", "heads", "dim"), [(2, 8, 128), (4, 4, 32), (1, 2, 48)])
+def test_paged_decode_over_float16_at_other_head_sizes(kv_heads: int, heads: int, dim: int) -> None:
+    """Other models' heads (128 and 32 dimensions, no grouping, one KV head) over a float16
+    pool, one new token per sequence, against the reference."""
+    rng = random.Random(dim)
+    block, blocks = 16, 120
+    generator = torch.Generator().manual_seed(dim)
+    k_pool = torch.randn(blocks, block, kv_heads, dim, generator=generator).half()
+    v_pool = torch.randn(blocks, block, kv_heads, dim, generator=generator).half()
+    lengths = [500, 37, 129]
+    tables, _ = scattered_tables(lengths, blocks, block, rng)
+    q = torch.randn(len(lengths), heads, dim, generator=generator)
+    kernel = PagedDecode.available()
+    assert kernel is not None
+    if not kernel.reads_half(kv_heads, dim):
+        pytest.skip("no F16C here: float16 pools stay in PyTorch")
+    got = kernel.plan(tables, lengths, heads, dim)(q, k_pool, v_pool, dim**-0.5)
+    width = max(len(t) for t in tables)
+    padded = torch.tensor([t + [0] * (width - len(t)) for t in tables])
+    starts = torch.arange(len(lengths) + 1)
+    expected = paged_attention_reference(
+        q, k_pool.float(), v_pool.float(), padded, starts, torch.tensor(lengths), dim**-0.5
+    )
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
 def test_a_failed_build_leaves_the_pytorch_path(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -242,19 +242,24 @@ static inline __attribute__((always_inline)) void prompt_scores(
 }
 
 #ifdef __AVX512F__
-/* One cached token of a float16 pool against one new token's heads, for 64 dimensions: each KV
- * head's key is widened in registers and meets the ``group`` query heads that share it there. */
-static inline void score_half_key(const float *q, const uint16_t *key, int kv_heads, int group,
-                                  float scale, float *score) {
+/* One cached token of a float16 pool against one new token's heads (``dim`` a multiple of 16,
+ * at most MAX_DIM): each KV head's key is widened in registers and meets the ``group`` query
+ * heads that share it there. Inlined with a constant ``dim``. */
+static inline __attribute__((always_inline)) void score_half_key(const float *q,
+                                                                 const uint16_t *key,
+                                                                 int kv_heads, int group,
+                                                                 const int dim, float scale,
+                                                                 float *score) {
+    const int parts = dim / 16;
     for (int g = 0; g < kv_heads; g++) {
-        const uint16_t *kg = key + (long)g * 64;
-        __m512 k[4];
-        for (int j = 0; j < 4; j++)
+        const uint16_t *kg = key + (long)g * dim;
+        __m512 k[MAX_DIM / 16];
+        for (int j = 0; j < parts; j++)
             k[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kg + 16 * j)));
         for (int h = g * group; h < (g + 1) * group; h++) {
-            const float *qh = q + (long)h * 64;
+            const float *qh = q + (long)h * dim;
             __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qh), k[0]);
-            for (int j = 1; j < 4; j++)
+            for (int j = 1; j < parts; j++)
                 acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * j), k[j], acc);
             score[(long)h * CHUNK] = _mm512_reduce_add_ps(acc) * scale;
         }
@@ -278,9 +283,9 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
     int block = begin / block_size, offset = begin % block_size;
     static __thread const float *keys[CHUNK];
     static __thread float wide_keys[CHUNK * MAX_KV], wide_values[CHUNK * MAX_KV];
-    /* One new token over a float16 pool of 64-dimension heads: keys scored as they are read. */
+    /* One new token over a float16 pool: its keys scored as they are read. */
 #ifdef __AVX512F__
-    const int direct = half && tokens == 1 && dim == 64;
+    const int direct = half && tokens == 1 && dim % 16 == 0 && dim <= MAX_DIM;
 #else
     const int direct = 0;
 #endif
@@ -304,7 +309,7 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
             widen((const uint16_t *)v_pool + at, wide_values + t * token_stride, token_stride);
 #ifdef __AVX512F__
             if (direct)
-                score_half_key(q, (const uint16_t *)k_pool + at, kv_heads, group, scale,
+                score_half_key(q, (const uint16_t *)k_pool + at, kv_heads, group, dim, scale,
                                scores + t);
 #endif
             keys[t] = wide_keys + t * token_stride;
