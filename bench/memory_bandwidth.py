@@ -38,8 +38,8 @@ class Bandwidth:
 
 
 def _library() -> ctypes.CDLL:
+    from agent.host import cache_root
     from backends.engine.weights.native.build import FLAGS
-    from backends.local.cache_files import cache_root
     from backends.local.cpu_features import cpu_signature
 
     compiler = shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")

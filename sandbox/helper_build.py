@@ -15,11 +15,12 @@ import hashlib
 import logging
 import os
 import platform
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from agent.host import c_compiler, cache_root, compiler_version
 
 _log = logging.getLogger(__name__)
 FLAGS = ("-O2", "-s", "-std=c11", "-Wall")
@@ -46,7 +47,7 @@ def build(source: Path) -> CompiledHelper | None:
 
 @functools.cache
 def _built(source_path: Path) -> CompiledHelper | None:
-    compiler = compiler_command()
+    compiler = c_compiler()
     name = source_path.stem
     if compiler is None:
         _log.info("no C compiler found: the sandbox's %s is not built", name)
@@ -62,41 +63,13 @@ def _built(source_path: Path) -> CompiledHelper | None:
     return None
 
 
-def compiler_command() -> str | None:
-    """The C compiler: ``$CC``, else ``cc``, ``gcc`` or ``clang``; None if there is none."""
-    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if candidate and shutil.which(candidate):
-            return candidate
-    return None
-
-
-def _cache_root() -> Path:
-    """clawloop's cache folder: ``$CLAWLOOP_CACHE_DIR``, else the user cache folder."""
-    override = os.environ.get("CLAWLOOP_CACHE_DIR")
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("clawloop"))
-
-
 def _binary_path(name: str, source: bytes, compiler: str, static: bool) -> Path:
     digest = hashlib.sha256(source)
     flags = (*FLAGS, "-static") if static else FLAGS
-    for part in (compiler, _compiler_version(compiler), platform.machine(), flags):
+    for part in (compiler, compiler_version(compiler), platform.machine(), flags):
         digest.update(repr(part).encode())
     kind = "static" if static else "dynamic"
-    return _cache_root() / name / f"{name}-{kind}-{digest.hexdigest()[:16]}"
-
-
-def _compiler_version(compiler: str) -> str:
-    try:
-        done = subprocess.run(
-            [compiler, "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout.splitlines()[0] if done.stdout else ""
+    return cache_root() / name / f"{name}-{kind}-{digest.hexdigest()[:16]}"
 
 
 def compile_helper(name: str, source: bytes, compiler: str, static: bool, binary: Path) -> bool:

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.local.cache_files import cache_root, file_identity
+from agent.host import cache_root
+from backends.local.cache_files import file_identity
 
 FORMAT_VERSION = 1
 KEEP = 8

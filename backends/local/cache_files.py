@@ -1,20 +1,9 @@
-"""Where clawloop's caches live, and what identifies the files a cache entry was made from."""
+"""What identifies the files a cache entry was made from (the caches live under
+:func:`agent.host.cache_root`)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-
-def cache_root() -> Path:
-    """clawloop's cache folder: ``$CLAWLOOP_CACHE_DIR``, else the user cache folder
-    (``$XDG_CACHE_HOME/clawloop``, by default ``~/.cache/clawloop``)."""
-    override = os.environ.get("CLAWLOOP_CACHE_DIR")
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("clawloop"))
 
 
 def file_identity(path: Path | None) -> str:

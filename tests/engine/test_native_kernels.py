@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from agent.host import c_compiler
 from backends.engine.model.attention import (
     NativeAttention,
     paged_attention_reference,
@@ -154,10 +155,10 @@ def test_a_failed_build_leaves_the_pytorch_path(
 ) -> None:
     monkeypatch.setenv("CLAWLOOP_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(build, "_loaded", {})
-    monkeypatch.setattr(build, "_compiler", lambda: "false")  # a compiler that always fails
+    monkeypatch.setattr(build, "c_compiler", lambda: "false")  # a compiler that always fails
     assert build.load("paged_decode") is None
     assert list((tmp_path / "native").glob("*.so")) == []
-    monkeypatch.setattr(build, "_compiler", lambda: None)
+    monkeypatch.setattr(build, "c_compiler", lambda: None)
     monkeypatch.setattr(build, "_loaded", {})
     assert build.load("group_matmul") is None
 
@@ -165,7 +166,7 @@ def test_a_failed_build_leaves_the_pytorch_path(
 def test_the_build_is_cached_per_source_and_reused(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    if build._compiler() is None:
+    if c_compiler() is None:
         pytest.skip("no C compiler")
     monkeypatch.setenv("CLAWLOOP_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(build, "_loaded", {})

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.host import c_compiler
 from sandbox import helper_build, relay_build
 from sandbox.doctor import checks
 from sandbox.execute import CommandResult
@@ -170,7 +171,7 @@ def test_a_dynamically_linked_relay_gets_its_libraries_in_the_view(
     # As on a machine without a static libc: the relay, bound apart from its cache folder,
     # starts with the loader and libc of the view (curl's too, so this shows that it starts,
     # not which declaration brought them).
-    compiler = helper_build.compiler_command()
+    compiler = c_compiler()
     assert compiler is not None
     binary = tmp_path / "relay-dynamic"
     source = relay_build.SOURCE.read_bytes()

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.local.cache_files import cache_root
+from agent.host import cache_root
 
 FORMAT_VERSION = 1
 MAGIC = b"CLKV"
@@ -49,7 +49,7 @@ EXIT_FLUSH_SECONDS = 10.0  # how long a process waits at exit for its queued blo
 
 
 def default_directory() -> Path:
-    """``kv`` in clawloop's cache folder (:func:`backends.local.cache_files.cache_root`)."""
+    """``kv`` in clawloop's cache folder (:func:`agent.host.cache_root`)."""
     return cache_root() / "kv"
 
 

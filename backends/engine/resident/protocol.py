@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from backends.local.cache_files import cache_root, file_identity
+from agent.host import cache_root
+from backends.local.cache_files import file_identity
 
 # Unix socket paths are limited to 108 bytes on Linux; past this, the socket moves to a short
 # per-user folder under /tmp.

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backends.local.cache_files import cache_root, file_identity
+from agent.host import cache_root
+from backends.local.cache_files import file_identity
 
 if TYPE_CHECKING:
     from backends.engine.config import ModelConfig
@@ -40,7 +41,7 @@ _log = logging.getLogger(__name__)
 
 
 def cache_dir() -> Path:
-    """``weights`` in clawloop's cache folder (:func:`backends.local.cache_files.cache_root`)."""
+    """``weights`` in clawloop's cache folder (:func:`agent.host.cache_root`)."""
     return cache_root() / "weights"
 
 

@@ -18,13 +18,12 @@ import logging
 import os
 import platform
 import re
-import shutil
 import subprocess
 import tempfile
 from importlib import resources
 from pathlib import Path
 
-from backends.local.cache_files import cache_root
+from agent.host import c_compiler, cache_root, compiler_version
 from backends.local.cpu_features import cpu_signature
 
 _log = logging.getLogger(__name__)
@@ -56,7 +55,7 @@ def load(name: str) -> ctypes.CDLL | None:
 def _build_and_load(name: str) -> ctypes.CDLL | None:
     if os.environ.get("CLAWLOOP_ENGINE_NATIVE") == "0":
         return None
-    compiler = _compiler()
+    compiler = c_compiler()
     if compiler is None:
         _log.info("no C compiler found: the engine's %s kernel stays in PyTorch", name)
         return None
@@ -84,30 +83,13 @@ def _sources(main: str) -> dict[str, bytes]:
     return found
 
 
-def _compiler() -> str | None:
-    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if candidate and shutil.which(candidate):
-            return candidate
-    return None
-
-
 def _library_path(name: str, sources: dict[str, bytes], compiler: str) -> Path:
     digest = hashlib.sha256()
     for file_name in sorted(sources):
         digest.update(file_name.encode() + b"\0" + sources[file_name])
-    for part in (compiler, _compiler_version(compiler), platform.machine(), cpu_signature(), FLAGS):
+    for part in (compiler, compiler_version(compiler), platform.machine(), cpu_signature(), FLAGS):
         digest.update(repr(part).encode())
     return cache_root() / "native" / f"{name}-{digest.hexdigest()[:16]}.so"
-
-
-def _compiler_version(compiler: str) -> str:
-    try:
-        done = subprocess.run(
-            [compiler, "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout.splitlines()[0] if done.stdout else ""
 
 
 def _compile(sources: dict[str, bytes], compiler: str, library: Path) -> bool:
