@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.errors import ToolError
+from agent.host import cache_root
 from sandbox.scan import ENV_MARKERS, PACKAGE_FOLDERS, SHELL_RC_FILES, TOOL_FILES
 
 GIT_NAME = ".git"
@@ -42,10 +43,8 @@ def clawloop_dirs() -> list[Path]:
         Path(platformdirs.user_data_dir("clawloop")),
         Path(platformdirs.user_cache_dir("clawloop")),
     ]
-    override = os.environ.get("CLAWLOOP_CACHE_DIR")  # where the engine's caches go instead
-    if override:
-        dirs.append(Path(override).expanduser())
-    return dirs
+    cache = cache_root()  # where the caches go when $CLAWLOOP_CACHE_DIR moves them
+    return dirs if cache in dirs else [*dirs, cache]
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ import pytest
 
 from agent.errors import ToolError, UserError
 from sandbox.audit import AuditEntry, AuditLog, read_recent
-from sandbox.paths import PathResolver
+from sandbox.paths import PathResolver, clawloop_dirs
 from sandbox.runner import SandboxRunner
 from sandbox.secrets import Redactor, find_secrets
 from sandbox.settings import ResourceLimits, SandboxSettings
@@ -152,3 +152,13 @@ def test_missing_bubblewrap_refuses_instead_of_running_unsandboxed(
     with pytest.raises(ToolError, match="apt-get install bubblewrap"):
         runner.run(["touch", "ran-anyway"])
     assert not (ws / "ran-anyway").exists()
+
+
+def test_a_moved_cache_folder_is_protected_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CLAWLOOP_CACHE_DIR", raising=False)
+    defaults = clawloop_dirs()
+    assert len(defaults) == 3  # config, data and cache
+    monkeypatch.setenv("CLAWLOOP_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert clawloop_dirs() == [*defaults, tmp_path / "elsewhere"]
