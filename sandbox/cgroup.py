@@ -15,12 +15,18 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 _JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; '
 _counter = itertools.count()
+# clawloop-<pid>-<n>-<random>: the random part keeps a name unique when a pid comes round again
+# and a group of a killed process is still there.
+_NAME = re.compile(r"clawloop-(\d+)-\d+(?:-[0-9a-f]+)?")
+_swept: set[Path] = set()
 
 
 @dataclass(slots=True)
@@ -129,9 +135,13 @@ def create(place: CgroupPlace, memory_bytes: int, max_pids: int) -> Cgroup:
     group = Cgroup()
     if not place.usable:
         return group
-    name = f"clawloop-{os.getpid()}-{next(_counter)}"
+    name = f"clawloop-{os.getpid()}-{next(_counter)}-{secrets.token_hex(4)}"
     try:
         assert place.memory is not None  # checked by usable
+        for parent in (place.memory, place.pids):
+            if parent is not None and parent not in _swept:
+                _swept.add(parent)
+                sweep(parent)
         mem = place.memory / name
         mem.mkdir()
         group.folders.append(mem)
@@ -152,3 +162,30 @@ def create(place: CgroupPlace, memory_bytes: int, max_pids: int) -> Cgroup:
         group.remove()
         raise
     return group
+
+
+def sweep(parent: Path) -> list[Path]:
+    """Remove the empty groups under ``parent`` that processes no longer running left behind
+    (killed before they cleaned up, or whose pid namespace died after ``remove`` gave up);
+    returns those removed. A group with a process in it cannot be removed, and one of a live
+    process is not tried."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for folder in parent.iterdir():
+            found = _NAME.fullmatch(folder.name)
+            if found is None or _alive(int(found.group(1))):
+                continue
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+                removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
