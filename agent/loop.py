@@ -25,6 +25,7 @@ from agent.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from agent.grounding import GROUNDING, guessed, refusal
 from agent.messages import (
     AssistantMessage,
     ChatRequest,
@@ -88,6 +89,10 @@ class AgentLoop:
     # A call that repeats one already made in this run is not run again: the model is shown
     # the earlier result and, with an answer tool, offered only that tool next.
     repeat_guard: bool = False
+    # With an answer tool: a call whose short values (names, places, numbers) appear nowhere in
+    # the conversation is not run (agent/grounding.py); the model is offered only the answer
+    # next, to reply or ask for what is missing.
+    grounded_calls: bool = False
     # Stops a run that keeps making the same calls or hitting the same error (agent/progress).
     guards: GuardLimits | None = None
     limits: LoopLimits = field(default_factory=LoopLimits)
@@ -226,9 +231,12 @@ class AgentLoop:
             for call in message.tool_calls:
                 yield ToolCallEvent(call)
                 key = f"{call.function.name} {call.function.arguments.strip()}"
+                guessed = self._made_up(call, session.messages)
                 if self.repeat_guard and key in done:
                     result = self._repeated(call, done[key])
                     answer_only = self.answer_tool is not None
+                elif guessed is not None:
+                    result, answer_only = guessed, True
                 else:
                     result = yield from self._dispatch(call, ctx)
                     if result.ok:
@@ -277,6 +285,18 @@ class AgentLoop:
             decision="invalid",
             decided_by=REPEAT_GUARD,
             provenance=earlier.provenance,
+        )
+
+    def _made_up(self, call: ToolCall, messages: Sequence[Message]) -> ToolResultEvent | None:
+        """The refusal of a call built from values the conversation never gave, or None."""
+        if not self.grounded_calls or self.answer_tool in (None, call.function.name):
+            return None
+        missing = guessed(call, self.toolbox.get(call.function.name), messages)
+        if not missing:
+            return None
+        text = refusal(missing, self.answer_tool or "")
+        return ToolResultEvent(
+            call.id, call.function.name, text, False, decision="invalid", decided_by=GROUNDING
         )
 
     def examples_for(self, messages: Sequence[Message]) -> list[Message]:

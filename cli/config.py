@@ -59,6 +59,9 @@ class SmallModelSettings(BaseModel):
     select_tools: int = Field(default=3, ge=0)  # offer only the best-matching N tools (0: all)
     repeat_guard: bool = True  # a repeated call is not run again; the answer tool comes next
     look_first: bool = True  # a task that matches a tool starts with a tool, not the answer
+    # a call whose short values appear nowhere in the conversation is not run; the model is
+    # offered only the answer next (agent/grounding.py)
+    grounded_calls: bool = True
     # offer run_command beside the narrow tools whenever one matches, with the prompt that shows
     # it (small-command); off by default until an adapter trained for it wins (docs/flywheel.md)
     command_tool: bool = False

@@ -146,9 +146,6 @@ def memory_refresher(settings: Settings) -> MemoryPrompt | None:
     )
 
 
-_STANDARD = SmallModelSettings(answer_tool=False, select_tools=0, repeat_guard=False)
-
-
 def _save_allow_rule(settings: Settings) -> Any:
     from cli.config import add_rule
 
@@ -180,7 +177,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
     small = (
         settings.small
         if settings.small_model
-        else SmallModelSettings(answer_tool=False, select_tools=0)
+        else SmallModelSettings(answer_tool=False, select_tools=0, grounded_calls=False)
     )
     loop = AgentLoop(
         backend=backend,
@@ -204,6 +201,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
             else None
         ),
         repeat_guard=small.repeat_guard,
+        grounded_calls=small.grounded_calls,
         guards=_guard_limits(settings),
         limits=LoopLimits(
             max_steps=settings.max_steps,
