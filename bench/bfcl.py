@@ -20,7 +20,11 @@ How a BFCL case maps to a clawloop request (``--mapping``):
   as the agent loop applies it (``agent/tool_selection.py``, the defaults of ``[small]``): the
   three BFCL functions whose words best match the question; none when no word matches (then
   only ``answer`` is offered); and since a question that matches a tool is looked into before
-  it is answered (``look_first``), ``answer`` is held back by the grammar in that case.
+  it is answered (``look_first``), ``answer`` is held back by the grammar in that case. Then
+  the profile's grounding check (``agent/grounding.py``, ``[small] grounded_calls``): a call
+  whose short values appear nowhere in the question is not run, and only ``answer`` is offered
+  next, so the reply is text. The report also scores the same replies with the check off
+  (``unchecked``).
 - ``bfcl``: BFCL's own request for a function-calling model: no system prompt, the BFCL
   functions as the tools, ``tool_choice`` left to the model ("auto"), so the grammar starts
   only if the model writes ``<tool_call>``.
@@ -49,7 +53,7 @@ import random
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +97,10 @@ class Outcome:
     raw: str
     error: str
     seconds: float
+    # mapping agent: the values the loop's grounding check found nowhere in the question (the
+    # loop then runs no call and offers only the answer), and the verdict without that check
+    guessed: list[str] = field(default_factory=list)
+    unchecked: bool | None = None
 
 
 def load_cases(category: str) -> list[Case]:
@@ -251,7 +259,12 @@ def run_case(backend: LocalBackend, shape: RequestShape, case: Case, config: str
         for c in message.tool_calls or []
         if not (shape.answer_tool is not None and c.function.name == ANSWER_TOOL)
     ]
-    result = score(case, calls)
+    unchecked: bool | None = None
+    guessed: list[str] = []
+    if shape.mapping == "agent":
+        unchecked = bool(score(case, calls)["valid"])
+        guessed = made_up_values(shape.request(case), calls)
+    result = score(case, [] if guessed else calls)
     return Outcome(
         key="",
         id=case.id,
@@ -263,7 +276,28 @@ def run_case(backend: LocalBackend, shape: RequestShape, case: Case, config: str
         raw=completion.raw_text or "",
         error=str(result.get("error_type", "")) if not result["valid"] else "",
         seconds=round(seconds, 3),
+        guessed=guessed,
+        unchecked=unchecked,
     )
+
+
+def made_up_values(request: ChatRequest, calls: list[tuple[str, str]]) -> list[str]:
+    """What the small profile's grounding check (``[small] grounded_calls``) finds made up in
+    ``calls``: when it finds anything, the loop runs none of them and offers only ``answer``,
+    so the reply is text (no call, in BFCL's terms)."""
+    from agent.grounding import Grounds, made_up
+
+    grounds = Grounds.of(request.messages)
+    schemas = {t.function.name: t.function.parameters for t in request.tools or []}
+    found: list[str] = []
+    for name, arguments in calls:
+        try:
+            args = json.loads(arguments)
+        except ValueError:
+            continue  # the loop's validation refuses it, with or without the check
+        if isinstance(args, dict) and name in schemas:
+            found += made_up(args, schemas[name], grounds)
+    return found
 
 
 def score(case: Case, calls: list[tuple[str, str]]) -> Result:
@@ -281,7 +315,8 @@ def main() -> None:
     configs = _names(args.configs, CONFIGS, "--configs")
     cases = interleave([sample(load_cases(c), args.limit, args.seed) for c in categories])
     shape = request_shape(args.mapping, args.prompt, args.max_tokens)
-    run_tag = f"{args.mapping}:{args.prompt if args.mapping != 'bfcl' else '-'}:{args.max_tokens}"
+    mapping = "agent-grounded" if args.mapping == "agent" else args.mapping
+    run_tag = f"{mapping}:{args.prompt if args.mapping != 'bfcl' else '-'}:{args.max_tokens}"
     done = _load_results(args.results, run_tag)
     backends = make_backends(configs, args.threads)
     print(f"{len(cases)} cases x {len(configs)} configurations, mapping {args.mapping}", flush=True)
@@ -310,6 +345,13 @@ def main() -> None:
         if stopped:
             print(f"--time-limit reached after {n - 1} cases; run again to resume", flush=True)
             break
+    if args.mapping == "agent":  # the same replies, scored as if the check were off
+        outcomes += [
+            replace(o, config=f"{o.config} unchecked", valid=o.unchecked)
+            for o in outcomes
+            if o.unchecked is not None
+        ]
+        configs = [*configs, *(f"{c} unchecked" for c in configs)]
     summary = summarize(outcomes, configs, categories)
     print_report(summary, configs, args)
     if args.json:

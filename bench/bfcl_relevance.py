@@ -18,6 +18,10 @@ tuned on a reported figure. Two signals:
   of the likeliest function, for ``--cases`` seeded cases of ``live_irrelevance`` and
   ``live_simple``. Printed: its AUC (how often an irrelevant case scores above a relevant
   one), and what a gate "answer when the margin is above M, on top of the selection" would do.
+- ``grounding``: the model's own replies (shipped adapter, grammar, ``bench/bfcl.py``'s agent
+  mapping) to ``--cases`` seeded cases of ``live_irrelevance`` and ``live_simple``, scored
+  with and without the small profile's check for made-up values (``agent/grounding.py``): a
+  call whose short values appear nowhere in the question is not run, so the reply is text.
 
 The live files are not vendored (they are not needed for the reported figures). Extract them
 from the same package version as ``bench/bfcl_data``::
@@ -25,6 +29,7 @@ from the same package version as ``bench/bfcl_data``::
     pip download bfcl-eval==2026.3.23 --no-deps -d /tmp/bfcl && cd /tmp/bfcl && unzip -q *.whl
     PYTHONPATH=. python bench/bfcl_relevance.py --data /tmp/bfcl/bfcl_eval/data selection
     PYTHONPATH=. python bench/bfcl_relevance.py --data /tmp/bfcl/bfcl_eval/data model --cases 70
+    PYTHONPATH=. python bench/bfcl_relevance.py --data /tmp/bfcl/bfcl_eval/data grounding
 """
 
 from __future__ import annotations
@@ -40,7 +45,14 @@ from typing import Any
 
 from agent.messages import Message, ToolSpec, UserMessage
 from agent.tool_selection import LexicalToolSelector, _document, _same, words
-from bench.bfcl import ANSWER_TOOL, Case, _profile_selector, answer_tool_spec, request_shape
+from bench.bfcl import (
+    ANSWER_TOOL,
+    Case,
+    Outcome,
+    _profile_selector,
+    answer_tool_spec,
+    request_shape,
+)
 from bench.bfcl_schema import to_tool_specs
 
 LIVE = ("live_irrelevance", "live_simple", "live_multiple")
@@ -59,8 +71,8 @@ def load_live(data: Path, category: str) -> list[tuple[Case, set[str] | None]]:
     out: list[tuple[Case, set[str] | None]] = []
     with (data / f"BFCL_v4_{category}.json").open(encoding="utf-8") as fh:
         for q in map(json.loads, fh):
-            case = Case(q["id"], category, q["question"][0], q["function"], None)
             expected = answers.get(q["id"])
+            case = Case(q["id"], category, q["question"][0], q["function"], expected)
             names = {next(iter(g)).replace(".", "_") for g in expected} if expected else None
             out.append((case, names))
     return out
@@ -192,6 +204,31 @@ def model(data: Path, count: int, adapter: bool) -> None:
         print(f"| M = {m:g} | {answered}/{len(irr)} | {kept}/{len(rel)} |")
 
 
+def grounding(data: Path, count: int) -> list[Outcome]:
+    """The model's own replies (shipped adapter, grammar, the agent mapping) to ``count`` seeded
+    cases of ``live_irrelevance`` and ``live_simple``, scored with and without the small
+    profile's check for made-up values (``agent/grounding.py``)."""
+    from bench.bfcl import make_backends, run_case
+
+    backend = make_backends(["adapter+grammar"], 1)["adapter+grammar"]
+    shape = request_shape("agent", "small", 128)
+    outcomes: list[Outcome] = []
+    for category in LIVE[:2]:
+        cases = load_live(data, category)
+        random.Random(1).shuffle(cases)
+        outcomes += [run_case(backend, shape, case, "adapter+grammar") for case, _ in cases[:count]]
+    print("| check | live_irrelevance (text reply) | live_simple (right call) |\n|---|---|---|")
+    for label, right in (("off", lambda o: o.unchecked), ("on", lambda o: o.valid)):
+        cells = []
+        for category in LIVE[:2]:
+            picked = [o for o in outcomes if o.category == category]
+            cells.append(f"{sum(bool(right(o)) for o in picked)}/{len(picked)}")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    lost = [o.id for o in outcomes if o.unchecked and not o.valid]
+    print(f"right calls the check refused: {len(lost)} {lost}")
+    return outcomes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="bfcl_eval/data of the package")
@@ -201,9 +238,13 @@ def main() -> None:
     mod = sub.add_parser("model")
     mod.add_argument("--cases", type=int, default=70, help="per category")
     mod.add_argument("--base", action="store_true", help="the base model, not the adapter")
+    ground = sub.add_parser("grounding")
+    ground.add_argument("--cases", type=int, default=100, help="per category")
     args = parser.parse_args()
     if args.what == "selection":
         selection(args.data, args.rarity)
+    elif args.what == "grounding":
+        grounding(args.data, args.cases)
     else:
         model(args.data, args.cases, not args.base)
 

@@ -190,6 +190,29 @@ def test_the_agent_mapping_offers_what_the_profiles_tool_selection_offers() -> N
     assert request.allowed_tools == ["weather_get"]
 
 
+def test_the_agent_mapping_does_not_count_a_call_built_from_made_up_values() -> None:
+    answer = ToolSpec.model_validate(
+        {"function": {"name": "answer", "parameters": {"type": "object"}}}
+    )
+    shape = RequestShape("agent", "Be brief.", answer, 64)
+    asked = [{"role": "user", "content": "What is the weather in Paris?"}]
+    truth = [{"weather.get": {"city": ["Paris"], "days": [""], "options": [""]}}]
+    weather = Case("simple_python_z", "simple_python", asked, [WEATHER], truth)
+    good = '<tool_call>\n{"name": "weather_get", "arguments": {"city": "Paris"}}\n</tool_call>'
+    made_up = '<tool_call>\n{"name": "weather_get", "arguments": {"city": "Lima"}}\n</tool_call>'
+    decoder = ScriptedDecoder(good)
+    kept = run_case(LocalBackend("s", ChatTemplate(None), decoder), shape, weather, "s")
+    assert kept.valid and kept.unchecked and kept.guessed == []
+    decoder = ScriptedDecoder(made_up)
+    gated = run_case(LocalBackend("s", ChatTemplate(None), decoder), shape, weather, "s")
+    assert gated.guessed == ["city='Lima'"] and gated.unchecked is False and not gated.valid
+    # On irrelevance the made-up call becomes a text reply: right, where unchecked it is wrong.
+    irrelevant = Case("irrelevance_z", "irrelevance", asked, [WEATHER], None)
+    decoder = ScriptedDecoder(made_up)
+    outcome = run_case(LocalBackend("s", ChatTemplate(None), decoder), shape, irrelevant, "s")
+    assert outcome.valid and outcome.unchecked is False
+
+
 def test_the_vendored_data_loads_and_samples_stably() -> None:
     cases = {c: load_cases(c) for c in ("simple_python", "multiple", "irrelevance")}
     assert [len(v) for v in cases.values()] == [400, 200, 240]
