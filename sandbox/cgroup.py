@@ -27,6 +27,7 @@ _counter = itertools.count()
 # and a group of a killed process is still there.
 _NAME = re.compile(r"clawloop-(\d+)-\d+(?:-[0-9a-f]+)?")
 _swept: set[Path] = set()
+_pending: list[Path] = []  # groups whose processes had not yet gone when they were removed
 
 
 @dataclass(slots=True)
@@ -68,6 +69,8 @@ class Cgroup:
                     break
                 except OSError:
                     time.sleep(0.01)
+            else:
+                _pending.append(folder)  # still busy: tried again when the next group is made
 
 
 def _own_paths() -> dict[str, str]:
@@ -142,6 +145,7 @@ def create(place: CgroupPlace, memory_bytes: int, max_pids: int) -> Cgroup:
             if parent is not None and parent not in _swept:
                 _swept.add(parent)
                 sweep(parent)
+        _retry_pending()
         mem = place.memory / name
         mem.mkdir()
         group.folders.append(mem)
@@ -189,3 +193,16 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True  # another user's process
     return True
+
+
+def _retry_pending() -> None:
+    """Remove the groups that were still busy when their runner went (a long-running gateway
+    makes many runners; without this each busy one would stay until the process ends)."""
+    for folder in list(_pending):
+        try:
+            folder.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        _pending.remove(folder)

@@ -47,3 +47,17 @@ def test_a_left_over_group_with_this_pid_does_not_stop_a_new_one(tmp_path: Path)
     names = [f.name for f in (*first.folders, *second.folders)]
     assert len(names) == 4 and len(set(names)) == 2
     assert all((f / "pids.max").read_text() == "16" for f in (first.folders[1], second.folders[1]))
+
+
+def test_a_group_still_busy_when_removed_goes_when_the_next_one_is_made(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    place = CgroupPlace(2, memory, memory)
+    first = create(place, 1 << 20, 16)
+    [folder] = first.folders
+    first.remove()  # its limit files are still in it, as a group's last process is
+    assert folder.is_dir()
+    for leftover in folder.iterdir():
+        leftover.unlink()
+    second = create(place, 1 << 20, 16)
+    assert not folder.exists() and second.folders[0].is_dir()
