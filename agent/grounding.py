@@ -91,8 +91,8 @@ def guessed(call: ToolCall, tool: Tool | None, messages: Sequence[Message]) -> l
 def refusal(missing: Sequence[str], answer_tool: str) -> str:
     """The observation for a call that was not run, written for the model."""
     return (
-        f"error: not run: {', '.join(missing)} appear nowhere in this conversation. Do not "
-        f"guess values: call {answer_tool} to reply, and ask for what is missing."
+        f"error: not run, because nothing in this conversation gave {', '.join(missing)}. "
+        f"Do not guess values: call {answer_tool} to reply, and ask for what is missing."
     )
 
 
