@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import threading
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.backend import Backend
+from agent.errors import UserError
 from agent.events import ErrorEvent, FinalEvent, StepEvent, ToolCallEvent
 from agent.session import Session
 from agent.trace import grade_trace
@@ -20,6 +22,8 @@ from cli.config import Settings
 from cli.evals.checks import failures
 from cli.evals.suite import Suite, Task
 from cli.wiring import build_loop, run_traced, settings_toolbox
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -151,7 +155,14 @@ def run_suite(
     lock = threading.Lock()
 
     def one(variant: Variant, task: Task, attempt: int) -> None:
-        result = run_task(variant, suite, task, attempt)
+        try:
+            result = run_task(variant, suite, task, attempt)
+        except UserError:
+            raise  # the settings or the model: every task would fail the same way
+        except Exception as exc:  # one task's crash is that task's failure, not the suite's end
+            _log.exception("eval: task %s crashed", task.id)
+            error = f"crashed: {type(exc).__name__}: {exc}"
+            result = TaskResult(task.id, variant.name, False, [error], None, error=error)
         with lock:
             variant.results.append(result)
             if progress is not None:

@@ -100,6 +100,19 @@ def test_rates_per_variant_and_checks_that_fail_when_they_should(tmp_path: Path)
         assert '"grade": "good"' in trace.read_text()
 
 
+def test_a_task_that_crashes_fails_alone_and_the_suite_goes_on(tmp_path: Path) -> None:
+    def breaks_on_create(request: ChatRequest) -> AssistantMessage:
+        if "Create" in str(next(m.content for m in request.messages if m.role == "user")):
+            raise RuntimeError("the sandbox could not start")
+        return careful(request)
+
+    variant = _variant("breaks", breaks_on_create)
+    run_suite(load_suite(_suite(tmp_path)), [variant])
+    results = {r.task: r for r in variant.results}
+    assert [results[t].passed for t in ("count", "create", "greet")] == [True, False, True]
+    assert results["create"].failures == ["crashed: RuntimeError: the sandbox could not start"]
+
+
 def test_checks_cover_absent_files_and_commands(tmp_path: Path) -> None:
     (tmp_path / "old.txt").write_text("x")
     check = Check(absent=["old.txt"], command="test -d build")
