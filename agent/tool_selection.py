@@ -171,7 +171,7 @@ class LexicalToolSelector:
                 keep |= {name for name in self.general if name in scores}
         first_reply = bool(messages) and messages[-1].role == "user"
         shown = [s for s in specs if s.function.name in keep | set(self.always)]
-        if self.look_first and keep and (first_reply or _untouched(messages, query, specs)):
+        if self.look_first and first_reply and keep:
             return shown, [s.function.name for s in shown if s.function.name in keep]
         return shown, None
 
@@ -185,37 +185,15 @@ def _cued(cue: Sequence[str] | Callable[[str], bool], query: str) -> bool:
 
 def _names_a_choice(query: str, specs: list[ToolSpec]) -> bool:
     """Whether the message names one of the values a tool's arguments are limited to."""
-    return bool(_named_choices(query, specs))
-
-
-def _named_choices(query: str, specs: list[ToolSpec]) -> set[str]:
-    """The values a tool's arguments are limited to (the workspace's files) that the message
-    names."""
-    text, named = query.lower(), set()
+    text = query.lower()
     for spec in specs:
         properties = (spec.function.parameters or {}).get("properties", {})
         for prop in properties.values():
             for value in prop.get("enum", ()) if isinstance(prop, dict) else ():
                 name = str(value).lower().rstrip("/")
                 if len(name) > 2 and re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text):
-                    named.add(name)
-    return named
-
-
-def _untouched(messages: Sequence[Message], query: str, specs: list[ToolSpec]) -> bool:
-    """Whether a file the message names is in no call made since, while fewer calls have
-    been made than it names files: "which has more lines, a.txt or b.txt?" is not answered
-    after a look at a.txt alone."""
-    named = _named_choices(query, specs)
-    if len(named) < 2:
-        return False  # one named file: the first reply's look covers it
-    since = []
-    for message in reversed(messages):
-        if message.role == "user":
-            break
-        since += [c.function.arguments.lower() for c in getattr(message, "tool_calls", None) or []]
-    touched = {n for n in named if any(n in arguments for arguments in since)}
-    return len(since) < len(named) and touched != named
+                    return True
+    return False
 
 
 def _document(spec: ToolSpec) -> str:

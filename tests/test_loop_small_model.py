@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from agent.backend import BackendEvent, Completion
 from agent.events import ErrorEvent, Event, FinalEvent, StepEvent, ToolResultEvent
 from agent.loop import AgentLoop
-from agent.messages import AssistantMessage, ChatRequest, ToolCall, ToolMessage, UserMessage
+from agent.messages import AssistantMessage, ChatRequest, ToolCall, UserMessage
 from agent.prompts import load_prompt, parse_prompt
 from agent.session import Session
 from agent.tool_selection import LexicalToolSelector
@@ -168,25 +168,6 @@ def test_the_general_tool_comes_with_any_match_or_a_named_file_and_never_for_cha
     assert pick("hi there!") == ["answer"]
     never = LexicalToolSelector(k=1, always=["answer"], never=["run_command"])
     assert [t.function.name for t in never([UserMessage(content="nums.txt?")], specs)] == ["answer"]
-
-
-def test_every_file_the_task_names_is_looked_at_before_the_answer() -> None:
-    specs = tools().specs()
-    specs[0].function.parameters["properties"]["path"]["enum"] = ["a.txt", "b.txt", "c.txt"]
-    select = LexicalToolSelector(k=1, always=["answer"], look_first=True)
-    asked = UserMessage(content="Which has more lines, a.txt or b.txt?")
-    looked_at_a = [asked, call("count_lines", path="a.txt"), ToolMessage(
-        tool_call_id="1", name="count_lines", content="a.txt has 3 lines.")]  # fmt: skip
-    assert select.choose([asked], specs)[1] == ["count_lines"]
-    assert select.choose(looked_at_a, specs)[1] == ["count_lines"]  # b.txt not yet
-    both = [*looked_at_a, call("count_lines", path="b.txt")]
-    assert select.choose(both, specs)[1] is None
-    # As many calls as named files free the answer, whatever they were (no endless hold).
-    twice = [*looked_at_a, call("count_lines", path="a.txt")]
-    assert select.choose(twice, specs)[1] is None
-    # One named file: after the first look the answer is free, as before.
-    one = UserMessage(content="How many lines are in a.txt?")
-    assert select.choose([one, call("count_lines", path="c.txt")], specs)[1] is None
 
 
 def test_examples_are_sent_as_turns_after_the_system_prompt_and_never_saved() -> None:
