@@ -87,12 +87,16 @@ def _ours(blob: bytes, uid: int) -> bool:
     return tags[1][0] == _USER and tags[1][2] == uid
 
 
-def _walk(workspace: Path) -> Iterator[tuple[int, os.stat_result, str]]:
+def _walk(workspace: Path, whole: bool = True) -> Iterator[tuple[int, os.stat_result, str]]:
     """(fd, stat, workspace-relative name) for every folder and regular file, by descriptor,
-    no links followed, not leaving the workspace's file system."""
+    no links followed, not leaving the workspace's file system (the folder alone when not
+    ``whole``)."""
     top = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     dev = os.fstat(top).st_dev
     yield top, os.fstat(top), "."
+    if not whole:
+        os.close(top)
+        return
     stack = [(top, "")]
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     while stack:
@@ -128,10 +132,11 @@ def _walk(workspace: Path) -> Iterator[tuple[int, os.stat_result, str]]:
         os.close(dirfd)
 
 
-def grant(workspace: Path, uid: int, write: bool) -> Grant:
-    """Give ``uid`` access to the workspace's own inodes (see the module docstring)."""
+def grant(workspace: Path, uid: int, write: bool, whole: bool = True) -> Grant:
+    """Give ``uid`` access to the workspace's own inodes (see the module docstring); to the
+    folder alone when not ``whole`` (a command that touches no file: the sandbox's start check)."""
     result = Grant(uid)
-    for fd, info, rel in _walk(workspace):
+    for fd, info, rel in _walk(workspace, whole):
         if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)) or info.st_uid == uid:
             continue
         if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
@@ -152,10 +157,11 @@ def grant(workspace: Path, uid: int, write: bool) -> Grant:
     return result
 
 
-def revoke(workspace: Path, uid: int) -> int:
-    """Remove every entry :func:`grant` wrote for ``uid``; the modes are restored. Returns count."""
+def revoke(workspace: Path, uid: int, whole: bool = True) -> int:
+    """Remove every entry :func:`grant` wrote for ``uid`` (on the folder alone when not
+    ``whole``); the modes are restored. Returns the count."""
     removed = 0
-    for fd, info, _ in _walk(workspace):
+    for fd, info, _ in _walk(workspace, whole):
         try:
             existing = os.getxattr(fd, _XATTR)
         except OSError:

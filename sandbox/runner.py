@@ -136,7 +136,7 @@ class SandboxRunner:
         if self._checked or not self.sandboxed:
             return
         # A shell builtin: it starts in any view, the one holding only declared programs too.
-        result = self._run(["sh", "-c", "exit 0"], timeout=30)
+        result = self._run(["sh", "-c", "exit 0"], timeout=30, touches_files=False)
         if result.exit_code != 0:
             first = (result.stderr.strip().splitlines() or ["no error message"])[0]
             raise UserError(
@@ -153,7 +153,9 @@ class SandboxRunner:
                 raise ToolError(f"the command was not run: {exc.message}. Tell the user.") from exc
         return self._run(list(argv), timeout=timeout)
 
-    def _run(self, argv: list[str], *, timeout: float | None) -> CommandResult:
+    def _run(
+        self, argv: list[str], *, timeout: float | None, touches_files: bool = True
+    ) -> CommandResult:
         limits = self.settings.limits
         timeout = limits.timeout_s if timeout is None else min(timeout, limits.timeout_s)
         if not self.sandboxed:
@@ -175,7 +177,7 @@ class SandboxRunner:
                 identity = identity_for(self.workspace, self.settings.sandbox_uid)
                 if identity.needs_grant:
                     write = self.settings.mode != "read-only"
-                    given = grant(self.workspace, identity.uid, write)
+                    given = grant(self.workspace, identity.uid, write, whole=touches_files)
                     if given.skipped_links:
                         notes.append(_links_note(given.skipped_links))
             group = self._cgroup()
@@ -190,7 +192,7 @@ class SandboxRunner:
             for fd in fds:
                 os.close(fd)
             if identity is not None and identity.needs_grant:
-                revoke(self.workspace, identity.uid)
+                revoke(self.workspace, identity.uid, whole=touches_files)
         for refusal in refuse_new(before, scan(self.workspace), self.workspace):
             notes.append(refusal.message(self.workspace))
             _log.warning("sandbox: %s", refusal.message(self.workspace))

@@ -167,3 +167,34 @@ def test_a_workspace_owned_by_a_user_runs_as_that_user_with_no_grant(
     result = run("id -u; echo g >> f.txt", workspace=ws)
     assert result.stdout.strip() == str(user.pw_uid) and (ws / "f.txt").read_text() == "f\ng\n"
     _no_grants_anywhere(ws)
+
+
+def test_the_start_check_grants_the_workspace_folder_alone(
+    private: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check that bubblewrap starts runs no command on the files, so it walks none of them
+    (a workspace holding a virtual environment has 100,000 inodes)."""
+    import sandbox.runner as runner_module
+    from sandbox.grant import Grant
+    from sandbox.runner import SandboxRunner
+    from sandbox.settings import SandboxSettings
+
+    ws = private / "ws"
+    ws.chmod(0o700)  # the sandbox's uid needs the folder's own grant to start in it
+    seen: list[tuple[str, bool]] = []
+
+    def spy_grant(workspace: Path, uid: int, write: bool, whole: bool = True) -> Grant:
+        seen.append(("grant", whole))
+        given = grant(workspace, uid, write, whole)
+        assert _acl_users(ws) and not _acl_users(ws / "a.txt")  # the folder, not its files
+        return given
+
+    def spy_revoke(workspace: Path, uid: int, whole: bool = True) -> int:
+        seen.append(("revoke", whole))
+        return revoke(workspace, uid, whole)
+
+    monkeypatch.setattr(runner_module, "grant", spy_grant)
+    monkeypatch.setattr(runner_module, "revoke", spy_revoke)
+    SandboxRunner(SandboxSettings(), ws, dict(os.environ), []).check()
+    assert seen == [("grant", False), ("revoke", False)]
+    _no_grants_anywhere(private)
