@@ -221,3 +221,29 @@ def test_the_vendored_data_loads_and_samples_stably() -> None:
     assert first == [c.id for c in sample(cases["multiple"], 5, seed=0)]
     assert len(set(first)) == 5
     assert set(first) <= {c.id for c in sample(cases["multiple"], 12, seed=0)}  # it grows
+
+
+def test_live_cases_become_training_examples_of_the_agent_mappings_request() -> None:
+    from bench.bfcl_live_examples import example, gold_call
+
+    assert gold_call([{"weather.get": {"city": ["Paris", "paris"], "days": [""]}}]) == (
+        "weather_get",
+        {"city": "Paris"},
+    )
+    assert gold_call([{"a": {}}, {"b": {}}]) is None  # parallel calls are not one reply
+    answer = ToolSpec.model_validate(
+        {"function": {"name": "answer", "parameters": {"type": "object"}}}
+    )
+    shape = RequestShape("agent", "Be brief.", answer, 64)
+    asked = [{"role": "user", "content": "What is the weather in Paris?"}]
+    truth = [{"weather.get": {"city": ["Paris"], "days": [""], "options": [""]}}]
+    made = example(Case("live_simple_1", "live_simple", asked, [HYPOT, WEATHER], truth), shape)
+    assert made is not None
+    assert [m["role"] for m in made["messages"]] == ["system", "user", "assistant"]
+    [called] = made["messages"][-1]["tool_calls"]
+    assert called["function"] == {"name": "weather_get", "arguments": '{"city": "Paris"}'}
+    assert [t["function"]["name"] for t in made["tools"]] == ["weather_get", "answer"]
+    # The selection does not offer hypot for this question: no example the model could not make.
+    wrong = [{"math.hypot": {"x": [4], "y": [5.0]}}]
+    unoffered = Case("live_simple_2", "live_simple", asked, [HYPOT, WEATHER], wrong)
+    assert example(unoffered, shape) is None
