@@ -4,9 +4,10 @@ A small model that is made to call a tool fills the arguments with something, an
 in the conversation fits, it invents: a bus from "New York, NY" to "Los Angeles, CA" on
 "2022-01-01" for someone who only said they were bored. A call whose short values (names,
 places, dates, numbers, file names) appear nowhere in what the user, the system prompt or the
-tools said is such a guess. Long strings (more than ``COMPOSED_WORDS`` words: a command line, a
-file's new text, a message body) are the model's own composition and are not checked, nor are
-booleans, values the tool's schema lists (``enum``) or gives as its ``default``.
+tools said is such a guess. What the model writes is not checked: strings of more than
+``COMPOSED_WORDS`` words, and arguments named in ``COMPOSED_NAMES`` (a file's new text, a
+replacement, a command line); nor are booleans, or values the tool's schema lists (``enum``) or
+gives as its ``default``.
 
 A value is found when it appears in the conversation as written (case aside), or when one of
 its words does (a word and its plural count as one); a number when the conversation has it in
@@ -27,6 +28,9 @@ GROUNDING = "grounding"
 
 # Strings of more words than this are composed text, not a value to look up.
 COMPOSED_WORDS = 3
+# Arguments named like this hold what the model writes (a file's new text, a replacement, a
+# command line), which may rightly be a word nobody said: "print" for a typo "pirnt".
+COMPOSED_NAMES = frozenset({"content", "new", "line", "command", "body", "code"})
 
 _WORD = re.compile(r"\w+")
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
@@ -110,7 +114,8 @@ def made_up(
         if isinstance(value, int | float):
             found = grounds.has_number(float(value))
         elif isinstance(value, str):
-            found = len(value.split()) > COMPOSED_WORDS or grounds.has_text(value)
+            composed = where.rsplit(".", 1)[-1] in COMPOSED_NAMES
+            found = composed or len(value.split()) > COMPOSED_WORDS or grounds.has_text(value)
         else:
             continue
         if not found:

@@ -58,6 +58,13 @@ def test_composed_text_enums_defaults_and_booleans_are_not_checked() -> None:
     assert missing({"limit": 11}, "show me every folder") == ["limit=11"]
 
 
+def test_what_the_model_writes_may_be_a_word_nobody_said() -> None:
+    said = "greet.py fails: name 'pirnt' is not defined. Fix the typo."
+    assert missing({"path": "greet.py", "old": "pirnt", "new": "print"}, said) == []
+    assert missing({"content": "hello", "command": "ls", "line": "x = 1"}, said) == []
+    assert missing({"path": "greet.py", "old": "prnt", "new": "print"}, said) == ["old='prnt'"]
+
+
 def test_nested_values_are_checked_with_their_own_schema() -> None:
     args = {"trip": {"stops": ["Lyon", "Nice"]}, "stops": ["Nice"]}
     assert missing(args, "stop in Lyon") == ["trip.stops[]='Nice'"]
