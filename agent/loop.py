@@ -231,12 +231,12 @@ class AgentLoop:
             for call in message.tool_calls:
                 yield ToolCallEvent(call)
                 key = f"{call.function.name} {call.function.arguments.strip()}"
-                guessed = self._made_up(call, session.messages)
+                made_up = self._made_up(call, session.messages)
                 if self.repeat_guard and key in done:
                     result = self._repeated(call, done[key])
                     answer_only = self.answer_tool is not None
-                elif guessed is not None:
-                    result, answer_only = guessed, True
+                elif made_up is not None:
+                    result, answer_only = made_up, True
                 else:
                     result = yield from self._dispatch(call, ctx)
                     if result.ok:

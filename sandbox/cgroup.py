@@ -17,6 +17,7 @@ import itertools
 import os
 import re
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ _counter = itertools.count()
 _NAME = re.compile(r"clawloop-(\d+)-\d+(?:-[0-9a-f]+)?")
 _swept: set[Path] = set()
 _pending: list[Path] = []  # groups whose processes had not yet gone when they were removed
+_lock = threading.RLock()  # parallel runners; a finalizer may remove a group inside create
 
 
 @dataclass(slots=True)
@@ -70,7 +72,8 @@ class Cgroup:
                 except OSError:
                     time.sleep(0.01)
             else:
-                _pending.append(folder)  # still busy: tried again when the next group is made
+                with _lock:
+                    _pending.append(folder)  # still busy: tried again when the next is made
 
 
 def _own_paths() -> dict[str, str]:
@@ -141,11 +144,12 @@ def create(place: CgroupPlace, memory_bytes: int, max_pids: int) -> Cgroup:
     name = f"clawloop-{os.getpid()}-{next(_counter)}-{secrets.token_hex(4)}"
     try:
         assert place.memory is not None  # checked by usable
-        for parent in (place.memory, place.pids):
-            if parent is not None and parent not in _swept:
-                _swept.add(parent)
-                sweep(parent)
-        _retry_pending()
+        with _lock:
+            for parent in (place.memory, place.pids):
+                if parent is not None and parent not in _swept:
+                    _swept.add(parent)
+                    sweep(parent)
+            _retry_pending()
         mem = place.memory / name
         mem.mkdir()
         group.folders.append(mem)
@@ -197,7 +201,8 @@ def _alive(pid: int) -> bool:
 
 def _retry_pending() -> None:
     """Remove the groups that were still busy when their runner went (a long-running gateway
-    makes many runners; without this each busy one would stay until the process ends)."""
+    makes many runners; without this each busy one would stay until the process ends). Called
+    with ``_lock`` held."""
     for folder in list(_pending):
         try:
             folder.rmdir()
