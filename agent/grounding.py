@@ -32,7 +32,7 @@ COMPOSED_WORDS = 3
 # command line), which may rightly be a word nobody said: "print" for a typo "pirnt".
 COMPOSED_NAMES = frozenset({"content", "new", "line", "command", "body", "code"})
 
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"[^\W_]+")  # letters and digits: my_name is two words
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 _NUMBER_WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,

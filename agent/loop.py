@@ -291,7 +291,10 @@ class AgentLoop:
         """The refusal of a call built from values the conversation never gave, or None."""
         if not self.grounded_calls or self.answer_tool in (None, call.function.name):
             return None
-        missing = guessed(call, self.toolbox.get(call.function.name), messages)
+        seen = list(messages)
+        if self.refresh_system is not None and seen and isinstance(seen[0], SystemMessage):
+            seen[0] = SystemMessage(content=self.refresh_system(seen[0].content))  # the memory
+        missing = guessed(call, self.toolbox.get(call.function.name), seen)
         if not missing:
             return None
         text = refusal(missing, self.answer_tool or "")

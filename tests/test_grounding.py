@@ -42,6 +42,11 @@ def test_invented_places_dates_and_numbers_are_named() -> None:
     ]
 
 
+def test_words_joined_by_underscores_are_words() -> None:
+    said = "What is my name? And the DB host?"
+    assert missing({"query": "my_name", "key": "db_host"}, said) == []
+
+
 def test_number_words_count_as_numbers() -> None:
     assert missing({"tickets": 3, "times": 2}, "three tickets, and ask twice") == []
     assert missing({"tickets": 5}, "three tickets") == ["tickets=5"]
@@ -134,3 +139,21 @@ def test_a_call_from_the_users_words_runs_and_the_switch_turns_the_check_off() -
     guessed = [call("book_bus", from_city="Boston", to_city="Seattle"), call("answer", text="ok")]
     list(loop(FakeBackend(guessed), False).run(Session(), task))
     assert ran == [("Portland", "Seattle"), ("Boston", "Seattle")]
+
+
+def test_what_the_memory_holds_counts_as_said() -> None:
+    ran.clear()
+    backend = FakeBackend(
+        [call("book_bus", from_city="Portland", to_city="Seattle"), call("answer", text="Done.")]
+    )
+    box = Toolbox([function_tool(book_bus), function_tool(answer)])
+    loop = AgentLoop(
+        backend,
+        box,
+        system_prompt="You help.",
+        answer_tool="answer",
+        grounded_calls=True,
+        refresh_system=lambda text: f"{text}\nMemory: the user lives in Portland.",
+    )
+    list(loop.run(Session(), "Book my usual bus to Seattle."))
+    assert ran == [("Portland", "Seattle")]
