@@ -231,7 +231,7 @@ class AgentLoop:
             for call in message.tool_calls:
                 yield ToolCallEvent(call)
                 key = f"{call.function.name} {call.function.arguments.strip()}"
-                made_up = self._made_up(call, session.messages)
+                made_up = self._made_up(call, session.messages, request)
                 if self.repeat_guard and key in done:
                     result = self._repeated(call, done[key])
                     answer_only = self.answer_tool is not None
@@ -287,13 +287,17 @@ class AgentLoop:
             provenance=earlier.provenance,
         )
 
-    def _made_up(self, call: ToolCall, messages: Sequence[Message]) -> ToolResultEvent | None:
-        """The refusal of a call built from values the conversation never gave, or None."""
+    def _made_up(
+        self, call: ToolCall, messages: Sequence[Message], request: ChatRequest
+    ) -> ToolResultEvent | None:
+        """The refusal of a call built from values the conversation never gave, or None. The
+        system prompt is the one ``request`` showed (with the memory as it is now)."""
         if not self.grounded_calls or self.answer_tool in (None, call.function.name):
             return None
         seen = list(messages)
-        if self.refresh_system is not None and seen and isinstance(seen[0], SystemMessage):
-            seen[0] = SystemMessage(content=self.refresh_system(seen[0].content))  # the memory
+        shown = request.messages[0] if request.messages else None
+        if seen and isinstance(seen[0], SystemMessage) and isinstance(shown, SystemMessage):
+            seen[0] = shown
         missing = guessed(call, self.toolbox.get(call.function.name), seen)
         if not missing:
             return None

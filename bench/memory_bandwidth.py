@@ -15,7 +15,6 @@ import argparse
 import ctypes
 import hashlib
 import os
-import shutil
 import statistics
 import subprocess
 from dataclasses import dataclass
@@ -38,13 +37,13 @@ class Bandwidth:
 
 
 def _library() -> ctypes.CDLL:
-    from agent.host import cache_root
+    from agent.host import c_compiler, cache_root
     from backends.engine.weights.native.build import FLAGS
     from backends.local.cpu_features import cpu_signature
 
-    compiler = shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")
+    compiler = c_compiler()
     if compiler is None:
-        raise SystemExit("no C compiler (cc or gcc) on PATH: the bandwidth benchmark needs one")
+        raise SystemExit("no C compiler ($CC, cc, gcc or clang): the bandwidth benchmark needs one")
     text = SOURCE.read_bytes()
     digest = hashlib.sha256(text + repr((compiler, FLAGS, cpu_signature())).encode()).hexdigest()
     library = cache_root() / "bench" / f"memory_bandwidth-{digest[:16]}.so"
