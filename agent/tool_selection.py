@@ -19,6 +19,15 @@ everyday words with chat ("today", "help") would otherwise be called for a "than
 for today". A cued tool named in ``alone`` is, when its cue holds, the only tool offered
 (beside ``always``): a cue precise enough to say what the message is about ("what is my cat
 called?" asks memory) should not leave the model a file tool to pick by mistake.
+Tools named in ``secondary`` (command recipes: many, with long descriptions, beside the narrow
+tools a small model was trained on) never change how the other tools score: a word's rarity is
+counted among the others (and the one secondary tool scored). Their names are precise, so a
+word of a secondary tool's name weighs half again as much as a word of its description ("the
+first 3 lines" is ``first_lines``, not ``reverse_lines``, whose description says "last line
+first"); then their score counts ``secondary_weight``, below the two thirds at which a recipe
+named like a narrow tool (``count_lines_with`` beside ``count_lines``) would tie with it. They
+are offered only where that still matches at least as well as the best other tool, at most
+``secondary_slots`` of them.
 The loop still validates every call against the whole toolbox.
 """
 
@@ -26,7 +35,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -81,6 +90,7 @@ _STOP = frozenset(
         "your",
     )
 )
+NAME_BONUS = 1.5  # how much more a word of the tool's name weighs than a description word
 _STEM = 5  # letters two words must share to count as one (contains / containing)
 
 
@@ -121,6 +131,11 @@ class LexicalToolSelector:
     cued: Mapping[str, Sequence[str] | Callable[[str], bool]] = field(default_factory=dict)
     alone: Sequence[str] = ()  # cued tools offered without the others when their cue holds
     relative: float = 0.5  # a tool must score at least this share of the best tool's score
+    # tools that rank behind the others unless they match clearly better (command recipes:
+    # many, with long descriptions, beside the narrow tools the model was trained on)
+    secondary: Collection[str] = ()
+    secondary_weight: float = 0.6
+    secondary_slots: int = 1  # of the ``k``, at most this many go to secondary tools
     look_first: bool = False
 
     def __call__(self, messages: Sequence[Message], specs: list[ToolSpec]) -> list[ToolSpec]:
@@ -143,7 +158,17 @@ class LexicalToolSelector:
             and (s.function.name not in self.cued or _cued(self.cued[s.function.name], query))
         ]
         docs = {s.function.name: set(words(_document(s))) for s in specs}
-        scores = {name: _score(terms, doc, docs) for name, doc in docs.items()}
+        # Secondary tools never change how the others score: rarity counts among the others.
+        primary = {name: doc for name, doc in docs.items() if name not in self.secondary}
+        scores = {
+            name: (
+                _score(terms, doc, {**primary, name: doc}, set(words(name.replace("_", " "))))
+                * self.secondary_weight
+                if name in self.secondary
+                else _score(terms, doc, primary, set())
+            )
+            for name, doc in docs.items()
+        }
         fixed = {*self.always, *self.general}
         best = max((v for n, v in scores.items() if n not in fixed), default=0.0)
         ranked = sorted(
@@ -156,6 +181,11 @@ class LexicalToolSelector:
             ),
             key=lambda s: -scores[s.function.name],
         )
+        second = [s for s in ranked if s.function.name in self.secondary]
+        first = max((scores[s.function.name] for s in ranked if s not in second), default=0.0)
+        # A secondary tool comes only where it matches at least as well as the best other one.
+        second = [s for s in second if scores[s.function.name] >= first][: self.secondary_slots]
+        ranked = [s for s in ranked if s.function.name not in self.secondary or s in second]
         keep = {s.function.name for s in ranked[: self.k]}
         cued = {s.function.name for s in specs if s.function.name in self.cued}  # cue matched
         alone = cued & set(self.alone)
@@ -200,12 +230,14 @@ def _document(spec: ToolSpec) -> str:
     return f"{spec.function.name.replace('_', ' ')} {spec.function.description or ''}"
 
 
-def _score(terms: set[str], doc: set[str], docs: dict[str, set[str]]) -> float:
+def _score(terms: set[str], doc: set[str], docs: dict[str, set[str]], name: set[str]) -> float:
+    """Each matching word's rarity among the tools; a word of ``name`` counts half again."""
     total = 0.0
     n = len(docs)
     for term in terms:
         if not any(_same(term, w) for w in doc):
             continue
         df = sum(1 for other in docs.values() if any(_same(term, w) for w in other))
-        total += math.log(1 + n / df)
+        weight = NAME_BONUS if any(_same(term, w) for w in name) else 1.0
+        total += weight * math.log(1 + n / df)
     return total

@@ -145,6 +145,43 @@ def test_tool_selection_offers_the_matching_tools_and_only_the_answer_for_chat()
     ]
 
 
+def count_lines_with(path: str, word: str) -> str:
+    """Count how many lines of a file contain a word."""
+    return path + word
+
+
+def count_characters(path: str) -> str:
+    """Count the characters of a file."""
+    return path
+
+
+def test_secondary_tools_come_only_where_they_match_better_and_within_their_slots() -> None:
+    fns = (count_lines, delete_file, count_lines_with, count_characters, answer)
+    specs = Toolbox([function_tool(f) for f in fns]).specs()
+    recipes = ["count_lines_with", "count_characters"]
+
+    def pick(text: str, **kw: object) -> list[str]:
+        select = LexicalToolSelector(k=3, always=["answer"], secondary=recipes, **kw)  # type: ignore[arg-type]
+        return [t.function.name for t in select([UserMessage(content=text)], specs)]
+
+    # As a plain tool the recipe would be offered; as a secondary one it must match at least as
+    # well as count_lines after its weight, and here it does not.
+    assert pick("count the lines of a.txt", secondary_weight=1.0) == [
+        "count_lines", "count_lines_with", "answer"
+    ]  # fmt: skip
+    assert pick("count the lines of a.txt") == ["count_lines", "answer"]
+    assert pick("how many lines in a.txt contain foo") == ["count_lines", "answer"]
+    # Where it matches better it comes beside the narrow tool, within its slots.
+    assert pick("count lines of a.txt that contain foo") == [
+        "count_lines", "count_lines_with", "answer"
+    ]  # fmt: skip
+    assert pick("count lines of a.txt that contain foo", secondary_slots=0) == [
+        "count_lines", "answer"
+    ]  # fmt: skip
+    assert pick("count the characters of a.txt") == ["count_lines", "count_characters", "answer"]
+    assert pick("hi there!") == ["answer"]
+
+
 def run_command(command: str) -> str:
     """Run a shell command line."""
     return command
