@@ -72,6 +72,10 @@ class SmallModelSettings(BaseModel):
     shot_library: str | None = None
     # families whose solved tasks are never shown (gold runs for training add the task's own)
     shot_leave_out: list[str] = Field(default_factory=list)
+    # command recipes (skills/recipes/): everyday shell work as tools with plain arguments,
+    # offered beside the narrow tools; recipe_file adds the user's own recipes (TOML)
+    recipes: bool = False
+    recipe_file: str | None = None
 
 
 class GuardSettings(BaseModel):
@@ -220,7 +224,8 @@ class Settings(BaseModel):
             return self.skills
         if not self.small_model:
             return None
-        return ["simple", "memory"] if self.memory.enabled else ["simple"]
+        names = ["simple", *(["recipes"] if self.small.recipes else [])]
+        return [*names, "memory"] if self.memory.enabled else names
 
     @property
     def sessions_dir(self) -> Path:

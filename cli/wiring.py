@@ -32,6 +32,7 @@ from skills.memory.config import MemorySettings
 from skills.memory.prompt import MemoryPrompt
 from skills.memory.tools import NOT_FOR_SMALL_MODELS, SMALL_MODEL_CUES
 from skills.reader import READER_TOOL
+from skills.recipes.tools import recipe_names
 from skills.simple import ANSWER_TOOL
 from skills.simple_command import COMMAND_TOOL
 from skills.toolbox import LiveToolbox, build_toolbox
@@ -196,6 +197,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
                 look_first=small.look_first,
                 cued=SMALL_MODEL_CUES,
                 alone=list(SMALL_MODEL_CUES),
+                secondary=recipe_names(small.recipe_file) if small.recipes else (),
             )
             if small.select_tools
             else None

@@ -28,6 +28,13 @@ def make_mail_tools(context: SkillContext) -> list[Tool]:
     return make(context)
 
 
+def make_recipe_tools(context: SkillContext) -> list[Tool]:
+    """:func:`skills.recipes.tools.make_recipe_tools`."""
+    from skills.recipes.tools import make_recipe_tools as make
+
+    return make(context)
+
+
 def make_web_tools(context: SkillContext) -> list[Tool]:
     """:func:`skills.web.tools.make_web_tools`."""
     from skills.web.tools import make_web_tools as make
@@ -37,8 +44,8 @@ def make_web_tools(context: SkillContext) -> list[Tool]:
 
 @hookimpl
 def register_skills(register: Callable[[Skill], None]) -> None:
-    """``shell``, ``files``, ``mail``, ``web``, ``reader``, ``memory`` and ``simple``; each
-    ``start`` takes a :class:`SkillContext`."""
+    """``shell``, ``files``, ``mail``, ``web``, ``reader``, ``memory``, ``simple`` and
+    ``recipes``; each ``start`` takes a :class:`SkillContext`."""
     register(
         Skill("shell", make_shell_tools, "Run bash commands in the sandbox.", rules=SHELL_RULES)
     )
@@ -71,5 +78,14 @@ def register_skills(register: Callable[[Skill], None]) -> None:
             # run_command is the shell tool under another name, so the shell's rules come along.
             rules=SIMPLE_RULES,
             by_default=False,  # the small-model profile enables it by name
+        )
+    )
+    register(
+        Skill(
+            "recipes",
+            make_recipe_tools,
+            "Everyday shell commands as tools with plain arguments, for small models.",
+            rules=FILES_RULES,
+            by_default=False,  # the small-model profile enables it with [small] recipes
         )
     )

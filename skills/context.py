@@ -135,6 +135,7 @@ class SkillContext:
                 "skills_dir": getattr(settings, "skills_path", None),
                 "memory": getattr(settings, "memory", None),
                 "sessions_dir": getattr(settings, "sessions_dir", None),
+                "recipe_file": getattr(getattr(settings, "small", None), "recipe_file", None),
             },
         )
 
@@ -145,7 +146,8 @@ def _data_places(data_dir: Path | None, audit_path: Path | None) -> list[tuple[P
 
 
 def _settings_places(settings: Any) -> tuple[OwnPlace, ...]:
-    """The sessions, traces and skills folders named by the CLI's settings, where it has them."""
+    """The sessions, traces and skills folders and the recipe file named by the CLI's settings,
+    where it has them."""
     wanted = [
         ("sessions_dir", "sessions folder", _DATA),
         ("traces_dir", "traces folder", _DATA),
@@ -156,6 +158,12 @@ def _settings_places(settings: Any) -> tuple[OwnPlace, ...]:
         path = getattr(settings, attribute, None)
         if isinstance(path, (str, Path)):
             places.append(OwnPlace(Path(path), what, setting))
+    # A recipe runs without the shell's rules, so a command must not be able to write one.
+    recipe_file = getattr(getattr(settings, "small", None), "recipe_file", None)
+    if isinstance(recipe_file, str):
+        places.append(
+            OwnPlace(Path(recipe_file).expanduser(), "recipe file", "[small] recipe_file")
+        )
     return tuple(places)
 
 

@@ -333,6 +333,6 @@ def test_install_from_a_git_url_and_check(tmp_path: Path) -> None:
     installed = skills.folder / "word-stats"
     assert (installed / "scripts" / "top_words.sh").exists() and not (installed / ".git").exists()
     assert skills.status(skills.get("word-stats")) == "approved"
-    assert check(skills, out, {}) == 0 and "all 8 skills are ready" in out.export_text()
+    assert check(skills, out, {}) == 0 and "all 9 skills are ready" in out.export_text()
     with pytest.raises(UserError, match="already exists"):
         install(skills, f"file://{repo}", out, lambda q: True)
