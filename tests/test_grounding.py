@@ -3,10 +3,19 @@ the fake backend stands in for the model."""
 
 from __future__ import annotations
 
+import copy
+
 from agent.events import FinalEvent, ToolResultEvent
 from agent.grounding import Grounds, made_up
 from agent.loop import AgentLoop
-from agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
 from agent.session import Session
 from agent.tools import Toolbox, function_tool
 from backends.fake import FakeBackend
@@ -157,3 +166,42 @@ def test_what_the_memory_holds_counts_as_said() -> None:
     )
     list(loop.run(Session(), "Book my usual bus to Seattle."))
     assert ran == [("Portland", "Seattle")]
+
+
+def read_file(path: str) -> str:
+    """Read a file."""
+    ran.append(("read_file", path))
+    return "text"
+
+
+def test_a_workspace_file_nobody_named_is_a_guess_although_the_request_lists_it() -> None:
+    ran.clear()
+
+    def workspace(specs: list[ToolSpec]) -> list[ToolSpec]:
+        # As skills/workspace_enums.py does: a copy, the tool's own schema left as it is.
+        specs = copy.deepcopy(specs)
+        for spec in specs:
+            if spec.function.name == "read_file":
+                spec.function.parameters["properties"]["path"]["enum"] = ["notes.txt", "todo.md"]
+        return specs
+
+    box = Toolbox([function_tool(read_file), function_tool(answer)], refine=workspace)
+    guessed = [call("read_file", path="todo.md"), call("answer", text="Hello!")]
+    backend = FakeBackend(guessed)
+    events = list(
+        AgentLoop(backend, box, answer_tool="answer", grounded_calls=True).run(
+            Session(), "Hi! How are you doing?"
+        )
+    )
+    assert (
+        "todo.md" in backend.requests[0].tools[0].function.parameters["properties"]["path"]["enum"]
+    )
+    assert ran == []
+    assert [e.decided_by for e in events if isinstance(e, ToolResultEvent)] == ["grounding"]
+    named = [call("read_file", path="todo.md"), call("answer", text="Done.")]
+    list(
+        AgentLoop(FakeBackend(named), box, answer_tool="answer", grounded_calls=True).run(
+            Session(), "What does todo.md say?"
+        )
+    )
+    assert ran == [("read_file", "todo.md")]
