@@ -24,10 +24,12 @@ tools a small model was trained on) never change how the other tools score: a wo
 counted among the others (and the one secondary tool scored). Their names are precise, so a
 word of a secondary tool's name weighs half again as much as a word of its description ("the
 first 3 lines" is ``first_lines``, not ``reverse_lines``, whose description says "last line
-first"); then their score counts ``secondary_weight``, below the two thirds at which a recipe
-named like a narrow tool (``count_lines_with`` beside ``count_lines``) would tie with it. They
-are offered only where that still matches at least as well as the best other tool, at most
-``secondary_slots`` of them.
+first"). One is offered (at most ``secondary_slots``) only where ``secondary_weight`` of its
+score still matches at least as well as the best other tool: below the two thirds at which a
+recipe named like a narrow tool (``count_lines_with`` beside ``count_lines``) would tie with it.
+Once offered, it is judged by its whole score like any tool, so the tools that match less than
+``relative`` as well drop out ("what is the character count of memo.md" is
+``count_characters`` alone).
 The loop still validates every call against the whole toolbox.
 """
 
@@ -163,29 +165,37 @@ class LexicalToolSelector:
         scores = {
             name: (
                 _score(terms, doc, {**primary, name: doc}, set(words(name.replace("_", " "))))
-                * self.secondary_weight
                 if name in self.secondary
                 else _score(terms, doc, primary, set())
             )
             for name, doc in docs.items()
         }
         fixed = {*self.always, *self.general}
-        best = max((v for n, v in scores.items() if n not in fixed), default=0.0)
+        best = max(
+            (v for n, v in scores.items() if n not in fixed | set(self.secondary)), default=0.0
+        )
+        # A secondary tool comes only where its weighted score matches at least as well as the
+        # best other tool; once it comes, it is judged by its whole score like the others.
+        admitted = sorted(
+            (
+                n
+                for n in self.secondary
+                if scores.get(n, 0) > 0 and scores[n] * self.secondary_weight >= best
+            ),
+            key=lambda n: -scores[n],
+        )[: self.secondary_slots]
+        best = max([best, *(scores[n] for n in admitted)])
         ranked = sorted(
             (
                 s
                 for s in specs
                 if s.function.name not in fixed
+                and (s.function.name not in self.secondary or s.function.name in admitted)
                 and scores[s.function.name] > 0
                 and scores[s.function.name] >= self.relative * best
             ),
             key=lambda s: -scores[s.function.name],
         )
-        second = [s for s in ranked if s.function.name in self.secondary]
-        first = max((scores[s.function.name] for s in ranked if s not in second), default=0.0)
-        # A secondary tool comes only where it matches at least as well as the best other one.
-        second = [s for s in second if scores[s.function.name] >= first][: self.secondary_slots]
-        ranked = [s for s in ranked if s.function.name not in self.secondary or s in second]
         keep = {s.function.name for s in ranked[: self.k]}
         cued = {s.function.name for s in specs if s.function.name in self.cued}  # cue matched
         alone = cued & set(self.alone)
