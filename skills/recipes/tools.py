@@ -76,7 +76,7 @@ class RecipeTool:
         # What the user would call each value: the path as given, not its "./-x" form.
         shown_values = [v[2:] if v.startswith("./-") else v for v in values]
         named = dict(zip((n for n, _ in self.recipe.args), shown_values, strict=True))
-        return ToolResult.text(_fill(self.recipe.says, {**named, "output": shown}))
+        return ToolResult.text(_fill(self.recipe.says, {**named, "output": one_line(shown)}))
 
     def _value(self, name: str, kind: Kind, value: Any) -> str:
         if value is None:
@@ -117,6 +117,13 @@ def schema(recipe: Recipe) -> dict[str, Any]:
             prop["x-workspace"] = _WORKSPACE[kind]
         properties[name] = prop
     return {"type": "object", "properties": properties, "required": [n for n, _ in recipe.args]}
+
+
+def one_line(output: str) -> str:
+    """Several lines of output as one, joined by " | ": a small model copies a sentence whole
+    into its answer but stops at the first line break."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return " | ".join(lines)
 
 
 def _fill(template: str, values: dict[str, str]) -> str:

@@ -69,14 +69,14 @@ READS = [
     (
         "first_lines",
         {"path": "notes.txt", "n": 2},
-        "The first 2 lines of notes.txt:\nharbor at dawn\nferry at noon",
+        "The first 2 lines of notes.txt: harbor at dawn | ferry at noon",
     ),
-    ("last_lines", {"path": "nums.txt", "n": 1}, "The last 1 lines of nums.txt:\n5"),
+    ("last_lines", {"path": "nums.txt", "n": 1}, "The last 1 lines of nums.txt: 5"),
     ("show_line", {"path": "notes.txt", "n": 3}, "Line 3 of notes.txt: the Harbor again"),
     (
         "lines_with",
         {"path": "notes.txt", "word": "harbor"},
-        "Lines of notes.txt with harbor (line number: text):\n1:harbor at dawn\n3:the Harbor again",
+        "Lines of notes.txt with harbor (line number: text): 1:harbor at dawn | 3:the Harbor again",
     ),
     (
         "count_lines_with",
@@ -96,22 +96,22 @@ READS = [
     (
         "most_common",
         {"path": "dups.txt"},
-        "The most common lines of dups.txt, with how many times each appears:\n"
-        "pear: 3\napple: 2\nfig: 1",
+        "The most common lines of dups.txt, with how many times each appears: "
+        "pear: 3 | apple: 2 | fig: 1",
     ),
     ("count_characters", {"path": "nums.txt"}, "nums.txt has 10 characters."),
     ("longest_line", {"path": "notes.txt"}, "The longest line of notes.txt: the Harbor again"),
     ("count_files", {"ext": ".md"}, "There are 2 .md files."),
     ("count_files", {"ext": "md"}, "There are 2 .md files."),
-    ("find_files", {"ext": "*.md"}, "The .md files: docs/deep/two.md\ndocs/one.md"),
+    ("find_files", {"ext": "*.md"}, "The .md files: docs/deep/two.md | docs/one.md"),
     ("count_files_in", {"folder": "docs"}, "docs holds 2 files."),
     ("largest_file", {}, "The largest file is big.log."),
-    ("unique_lines", {"path": "dups.txt"}, "The distinct lines of dups.txt:\napple\nfig\npear"),
+    ("unique_lines", {"path": "dups.txt"}, "The distinct lines of dups.txt: apple | fig | pear"),
     ("count_unique", {"path": "dups.txt"}, "dups.txt has 3 distinct lines."),
     (
         "duplicate_lines",
         {"path": "dups.txt"},
-        "Lines that appear more than once in dups.txt:\napple\npear",
+        "Lines that appear more than once in dups.txt: apple | pear",
     ),
     ("sum_numbers", {"path": "nums.txt"}, "The numbers in nums.txt add up to 54."),
     (
@@ -126,7 +126,7 @@ READS = [
     (
         "csv_column",
         {"path": "people.csv", "column": "name"},
-        "The name column of people.csv:\nada\nbob\ncy",
+        "The name column of people.csv: ada | bob | cy",
     ),
     (
         "csv_column_sum",
@@ -142,9 +142,13 @@ READS = [
     ("config_value", {"path": "service.json", "key": "port"}, "port in service.json is 8080"),
     ("config_value", {"path": "app.ini", "key": "color"}, "color in app.ini is red"),
     ("count_functions", {"path": "app.py"}, "app.py defines 3 functions."),
-    ("list_functions", {"path": "app.py"}, "The functions in app.py: a\nb\nm"),
-    ("sort_numbers", {"path": "nums.txt"}, "The lines of nums.txt in numeric order:\n5\n7\n12\n30"),
-    ("reverse_lines", {"path": "nums.txt"}, "The lines of nums.txt, last first:\n5\n30\n7\n12"),
+    ("list_functions", {"path": "app.py"}, "The functions in app.py: a | b | m"),
+    (
+        "sort_numerically",
+        {"path": "nums.txt"},
+        "The lines of nums.txt, smallest first: 5 | 7 | 12 | 30",
+    ),
+    ("reverse_lines", {"path": "nums.txt"}, "The lines of nums.txt, last first: 5 | 30 | 7 | 12"),
     ("empty_lines", {"path": "notes.txt"}, "notes.txt has 1 empty lines."),
     ("total_lines", {"ext": ".md"}, "The .md files have 3 lines in all."),
     ("compare_files", {"path": "nums.txt", "other": "nums.txt"}, "The files are the same."),
@@ -219,7 +223,7 @@ def test_a_value_is_an_argument_never_shell_text(ws: Path) -> None:
         "0 lines of notes.txt contain -v."
     )
     (ws / "-x.txt").write_text("a\n")
-    assert call(tb, "first_lines", path="-x.txt", n=1) == "The first 1 lines of -x.txt:\na"
+    assert call(tb, "first_lines", path="-x.txt", n=1) == "The first 1 lines of -x.txt: a"
     assert not (ws / "pwned").exists() and not (ws / "p2").exists()
 
 
