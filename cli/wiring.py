@@ -32,7 +32,6 @@ from skills.memory.config import MemorySettings
 from skills.memory.prompt import MemoryPrompt
 from skills.memory.tools import NOT_FOR_SMALL_MODELS, SMALL_MODEL_CUES
 from skills.reader import READER_TOOL
-from skills.recipes.tools import recipe_names
 from skills.simple import ANSWER_TOOL
 from skills.simple_command import COMMAND_TOOL
 from skills.toolbox import LiveToolbox, build_toolbox
@@ -171,6 +170,15 @@ def _shot_picker(small: SmallModelSettings, fallback: list[Message]) -> ShotPick
     )
 
 
+def _recipe_names(small: SmallModelSettings) -> list[str]:
+    """The recipe tools, ranked behind the narrow ones (loaded only when recipes are on)."""
+    if not small.recipes:
+        return []
+    from skills.recipes.tools import recipe_names
+
+    return recipe_names(small.recipe_file)
+
+
 def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentLoop:
     """The agent loop with the settings' limits and decoding."""
     d = settings.decoding
@@ -197,7 +205,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
                 look_first=small.look_first,
                 cued=SMALL_MODEL_CUES,
                 alone=list(SMALL_MODEL_CUES),
-                secondary=recipe_names(small.recipe_file) if small.recipes else (),
+                secondary=_recipe_names(small),
             )
             if small.select_tools
             else None
