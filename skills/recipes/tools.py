@@ -74,8 +74,10 @@ class RecipeTool:
         ):
             return ToolResult.text(shown)
         # What the user would call each value: the path as given, not its "./-x" form.
-        shown_values = [v[2:] if v.startswith("./-") else v for v in values]
-        named = dict(zip((n for n, _ in self.recipe.args), shown_values, strict=True))
+        named = {
+            n: v[2:] if kind in PATH_KINDS and v.startswith("./-") else v
+            for (n, kind), v in zip(self.recipe.args, values, strict=True)
+        }
         return ToolResult.text(_fill(self.recipe.says, {**named, "output": one_line(shown)}))
 
     def _value(self, name: str, kind: Kind, value: Any) -> str:
