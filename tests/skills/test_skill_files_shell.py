@@ -54,7 +54,7 @@ def test_the_builtin_tools_and_their_rule_names(ws: Path) -> None:
         "files_search": ("files.search", "builtin"),
     }
     with pytest.raises(
-        UserError, match="known skills: files, mail, memory, reader, shell, simple, web"
+        UserError, match="known skills: files, mail, memory, reader, recipes, shell, simple, web"
     ):
         build_tools(context, ["shell", "nope"])
 
