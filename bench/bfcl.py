@@ -156,15 +156,18 @@ class FreeDecoder:
         return self.inner.decode(prompt, request, stop, None)
 
 
-def make_backends(configs: list[str], threads: int | None) -> dict[str, LocalBackend]:
-    """One backend per configuration; the two of one model share its loaded weights."""
+def make_backends(
+    configs: list[str], threads: int | None, adapter_path: Path | None = None
+) -> dict[str, LocalBackend]:
+    """One backend per configuration; the two of one model share its loaded weights. The
+    ``adapter`` configurations use ``adapter_path`` (default: the shipped adapter)."""
     from backends.gguf.default_model import SHIPPED_ADAPTER
     from backends.llamacpp.backend import LlamaCppOptions, make_llamacpp_backend
 
     backends: dict[str, LocalBackend] = {}
     for name in configs:
         model, decoding = name.split("+")
-        adapter = str(SHIPPED_ADAPTER) if model == "adapter" else "none"
+        adapter = str(adapter_path or SHIPPED_ADAPTER) if model == "adapter" else "none"
         backend = make_llamacpp_backend(
             options=LlamaCppOptions(threads=threads, disk_cache=False), adapter=adapter
         )
@@ -318,7 +321,7 @@ def main() -> None:
     mapping = "agent-grounded" if args.mapping == "agent" else args.mapping
     run_tag = f"{mapping}:{args.prompt if args.mapping != 'bfcl' else '-'}:{args.max_tokens}"
     done = _load_results(args.results, run_tag)
-    backends = make_backends(configs, args.threads)
+    backends = make_backends(configs, args.threads, args.adapter)
     print(f"{len(cases)} cases x {len(configs)} configurations, mapping {args.mapping}", flush=True)
     began = time.monotonic()
     outcomes: list[Outcome] = []
@@ -356,7 +359,12 @@ def main() -> None:
     print_report(summary, configs, args)
     if args.json:
         report = {
-            "settings": {**vars(args), "results": str(args.results), "json": str(args.json)},
+            "settings": {
+                **vars(args),
+                "results": str(args.results),
+                "json": str(args.json),
+                "adapter": str(args.adapter) if args.adapter else "shipped",
+            },
             "summary": summary,
             "published": PUBLISHED,
             "cases": [asdict(o) for o in outcomes],
@@ -456,6 +464,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--results", type=Path, default=None, help="JSON lines, for resuming")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds, then stop")
     parser.add_argument("--json", type=Path, default=None, help="write the report here")
+    parser.add_argument(
+        "--adapter", type=Path, default=None, help="the adapter configs' LoRA (default: shipped)"
+    )
     return parser
 
 
