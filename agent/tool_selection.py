@@ -161,12 +161,14 @@ class LexicalToolSelector:
         ]
         docs = {s.function.name: set(words(_document(s))) for s in specs}
         # Secondary tools never change how the others score: rarity counts among the others.
-        primary = {name: doc for name, doc in docs.items() if name not in self.secondary}
+        # (A secondary tool counts as one more tool, among which it holds its own words.)
+        primary = [doc for name, doc in docs.items() if name not in self.secondary]
+        found = {t: sum(1 for doc in primary if _holds(doc, t)) for t in terms}
         scores = {
             name: (
-                _score(terms, doc, {**primary, name: doc}, set(words(name.replace("_", " "))))
+                _score(terms, doc, found, len(primary), set(words(name.replace("_", " "))), 1)
                 if name in self.secondary
-                else _score(terms, doc, primary, set())
+                else _score(terms, doc, found, len(primary), set(), 0)
             )
             for name, doc in docs.items()
         }
@@ -240,14 +242,19 @@ def _document(spec: ToolSpec) -> str:
     return f"{spec.function.name.replace('_', ' ')} {spec.function.description or ''}"
 
 
-def _score(terms: set[str], doc: set[str], docs: dict[str, set[str]], name: set[str]) -> float:
-    """Each matching word's rarity among the tools; a word of ``name`` counts half again."""
+def _holds(doc: set[str], term: str) -> bool:
+    return any(_same(term, w) for w in doc)
+
+
+def _score(
+    terms: set[str], doc: set[str], found: Mapping[str, int], n: int, name: set[str], more: int
+) -> float:
+    """Each matching word's rarity among ``n`` tools (``found[t]`` of them hold it; ``more`` is
+    added to both for a tool outside them); a word of ``name`` counts half again."""
     total = 0.0
-    n = len(docs)
     for term in terms:
-        if not any(_same(term, w) for w in doc):
+        if not _holds(doc, term):
             continue
-        df = sum(1 for other in docs.values() if any(_same(term, w) for w in other))
-        weight = NAME_BONUS if any(_same(term, w) for w in name) else 1.0
-        total += weight * math.log(1 + n / df)
+        weight = NAME_BONUS if _holds(name, term) else 1.0
+        total += weight * math.log(1 + (n + more) / (found[term] + more))
     return total

@@ -13,12 +13,12 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from agent.errors import UserError
 
 Kind = Literal["file", "folder", "script", "path", "word", "text", "key", "value", "number", "ext"]
-KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
+KINDS: tuple[str, ...] = get_args(Kind)
 PATH_KINDS = frozenset({"file", "folder", "script", "path"})
 BUNDLED = Path(__file__).with_name("catalog.toml")
 

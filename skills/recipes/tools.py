@@ -37,7 +37,7 @@ _DESCRIBE: dict[str, str] = {
     "number": "a whole number",
     "ext": "a file extension, such as .txt",
 }
-_WORKSPACE = {"file": "file", "folder": "folder", "script": "script"}
+_WORKSPACE = ("file", "folder", "script")  # kinds offered as the workspace's own list
 
 
 @dataclass(slots=True)
@@ -116,7 +116,7 @@ def schema(recipe: Recipe) -> dict[str, Any]:
             "description": _DESCRIBE[kind],
         }
         if kind in _WORKSPACE:
-            prop["x-workspace"] = _WORKSPACE[kind]
+            prop["x-workspace"] = kind
         properties[name] = prop
     return {"type": "object", "properties": properties, "required": [n for n, _ in recipe.args]}
 
