@@ -168,3 +168,22 @@ def test_gold_runs_keep_the_configured_left_out_families(tmp_path: Path) -> None
     # Without chosen examples the prompt's fixed ones are shown, and nothing changes.
     plain = load_settings({"data_dir": tmp_path})
     assert without_own_family(plain, "count") is plain
+
+
+def test_attempts_draw_every_family_where_recipes_are_offered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A gold run of a run_command family needs run_command; a model's own attempt (self-play,
+    # a teacher) can solve it with a command recipe, so with recipes on it is drawn too.
+    from cli.train_cmd import _attempted_families, _gold_families
+
+    config = tmp_path / "config.toml"
+    monkeypatch.setenv("CLAWLOOP_CONFIG", str(config))
+    config.write_text("[small]\nrecipes = true\n")
+    assert set(_attempted_families(None)) == set(FAMILIES)
+    assert "sum-numbers" in _attempted_families(["count", "sum-numbers"])
+    assert "sum-numbers" not in _gold_families(None)
+    config.write_text("[small]\nrecipes = false\n")
+    assert "sum-numbers" not in _attempted_families(None)
+    with pytest.raises(UserError, match="recipes = true"):
+        _attempted_families(["sum-numbers"])
