@@ -143,7 +143,7 @@ def train(
         from cli.evals.generators.curriculum import generate
         from cli.train_sources import gold_examples, held_out_tasks
 
-        made = generate(curriculum, seed, _gold_families(families), held_out_tasks(held_out))
+        made = generate(curriculum, seed, _generated(families), held_out_tasks(held_out))
         gold, summary = gold_examples(console, made, out)
         examples += gold
         described["curriculum"] = {
@@ -195,18 +195,10 @@ def train(
     console.print(f"[dim]use it with --adapter {result.adapter}[/dim]")
 
 
-def _gold_families(families: list[str] | None) -> list[str]:
-    """The families gold runs are drawn from: those solved with `run_command` only where the
-    configuration offers it."""
-    from cli.config import load_settings
-    from cli.evals.generators.curriculum import trainable
-
-    return trainable(families, load_settings().small.command_tool)
-
-
-def _attempted_families(families: list[str] | None) -> list[str]:
-    """The families a model attempts (self-play, a teacher): with command recipes offered,
-    a family whose gold is a `run_command` line can be solved without it, so it is drawn too."""
+def _generated(families: list[str] | None) -> list[str]:
+    """The families generated tasks are drawn from. Those whose gold is a `run_command` line
+    need it offered, or command recipes in its place: a model's attempt may solve such a task
+    with a recipe, and a gold run searches the offered tools for one that does."""
     from cli.config import load_settings
     from cli.evals.generators.curriculum import trainable
 
@@ -261,7 +253,7 @@ def _self_play(
     from cli.wiring import build_backend
 
     made = generate(
-        plan.tasks, seed + SELF_PLAY_SEED, _attempted_families(families), held_out_tasks(held_out)
+        plan.tasks, seed + SELF_PLAY_SEED, _generated(families), held_out_tasks(held_out)
     )
     settings = load_settings(
         {
@@ -322,7 +314,7 @@ def _teacher(
         tasks = teacher_suite(plan.suite, families, held_out)
     else:
         tasks = generate(
-            plan.tasks, seed + TEACHER_SEED, _attempted_families(families), held_out_tasks(held_out)
+            plan.tasks, seed + TEACHER_SEED, _generated(families), held_out_tasks(held_out)
         )
     overrides = {
         "data_dir": str(out / "teacher"),

@@ -170,20 +170,19 @@ def test_gold_runs_keep_the_configured_left_out_families(tmp_path: Path) -> None
     assert without_own_family(plain, "count") is plain
 
 
-def test_attempts_draw_every_family_where_recipes_are_offered(
+def test_training_draws_every_family_where_recipes_are_offered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A gold run of a run_command family needs run_command; a model's own attempt (self-play,
-    # a teacher) can solve it with a command recipe, so with recipes on it is drawn too.
-    from cli.train_cmd import _attempted_families, _gold_families
+    # With recipes offered, a run_command family can be solved without run_command: by the
+    # model's own attempt (self-play, a teacher), and for gold by search over the offered tools.
+    from cli.train_cmd import _generated
 
     config = tmp_path / "config.toml"
     monkeypatch.setenv("CLAWLOOP_CONFIG", str(config))
     config.write_text("[small]\nrecipes = true\n")
-    assert set(_attempted_families(None)) == set(FAMILIES)
-    assert "sum-numbers" in _attempted_families(["count", "sum-numbers"])
-    assert "sum-numbers" not in _gold_families(None)
+    assert set(_generated(None)) == set(FAMILIES)
+    assert "sum-numbers" in _generated(["count", "sum-numbers"])
     config.write_text("[small]\nrecipes = false\n")
-    assert "sum-numbers" not in _attempted_families(None)
+    assert "sum-numbers" not in _generated(None)
     with pytest.raises(UserError, match="recipes = true"):
-        _attempted_families(["sum-numbers"])
+        _generated(["sum-numbers"])

@@ -51,8 +51,8 @@ def trainable(families: Iterable[str] | None, command_tool: bool) -> list[str]:
     if named and needing:
         raise UserError(
             f"family {needing[0]} is solved with run_command, which this configuration does "
-            "not offer: set `command_tool = true` under [small] in the config (for self-play "
-            "or a teacher, `recipes = true` also lets the model attempt it)"
+            "not offer: set `command_tool = true` under [small] in the config, or `recipes = "
+            "true` to solve it with command recipes"
         )
     return [f for f in chosen if f not in needing]
 
