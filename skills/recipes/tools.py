@@ -104,6 +104,9 @@ class RecipeTool:
             # Inside the workspace and not one of clawloop's own places; raises ToolError.
             self.context.paths.resolve(path, for_write=self.recipe.effect == "write")
             return f"./{path}" if path.startswith("-") else path
+        if kind in ("word", "key"):
+            # " meadow" is never a search for the space before it: models pad what they copy
+            return value.strip()
         return value
 
 

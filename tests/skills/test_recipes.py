@@ -83,6 +83,11 @@ READS = [
         {"path": "notes.txt", "word": "harbor"},
         "2 lines of notes.txt contain harbor.",
     ),
+    (  # a word copied with the space before it is the word
+        "count_lines_with",
+        {"path": "notes.txt", "word": " harbor "},
+        "2 lines of notes.txt contain harbor.",
+    ),
     (
         "count_lines_with",
         {"path": "notes.txt", "word": "zebra"},
