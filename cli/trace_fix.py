@@ -1,5 +1,7 @@
 """`agent traces fix ID --script turns.json`: replay a failed run's task with corrected turns.
 
+(``--search`` finds the turns itself, for a run of `agent eval`: see :func:`fix_by_search`.)
+
 The corrected turns (the scripted fake backend's format) go through the real loop, skills and
 sandbox, with the profile and prompt the original run had, so the new trace holds exactly the
 requests the model would see. A run of `agent eval` recorded its task (prompt, files, check):
@@ -25,6 +27,7 @@ from agent.trace import Trace, grade_trace, mark_fixed
 from backends.fake import FakeBackend
 from cli.approvals import AutoApprover, choose_approver
 from cli.config import Settings
+from cli.evals.generators.search import search_gold
 from cli.evals.runner import Variant, run_task
 from cli.evals.suite import Suite, Task
 from cli.wiring import build_loop, run_traced, settings_toolbox
@@ -103,6 +106,30 @@ def fix_by_script(
         )
     mark_fixed(trace.path, fixed.run_id)
     return fixed
+
+
+def fix_by_search(settings: Settings, trace: Trace) -> FixedRun:
+    """Correct a failed run of `agent eval` by search: the first call of the tools its task's
+    request offers, with values from the request, that passes the task's check
+    (:mod:`cli.evals.generators.search`), stored as :func:`fix_by_script` stores any fix.
+    The search's own tries run in a throwaway data folder; a UserError if none passes."""
+    start = trace.start
+    if not start.get("eval_task"):
+        raise UserError(
+            f"run {trace.run_id} is not from `agent eval`, so no check can judge a search: "
+            "fix it with --script or --edit"
+        )
+    task = Task.model_validate(start["eval_task"])
+    suite = Suite(name=str(start.get("suite") or "fix"), tasks=[task])
+    with tempfile.TemporaryDirectory(prefix="clawloop-search-") as tmp:
+        trial = replay_settings(settings, start).model_copy(update={"data_dir": Path(tmp)})
+        found = search_gold(task, suite, trial)
+    if found is None:
+        raise UserError(
+            f"no single call of the tools offered to run {trace.run_id} passes its task's "
+            "check: fix it with --script or --edit"
+        )
+    return fix_by_script(settings, trace, found[2])
 
 
 def _rerun_task(

@@ -149,6 +149,14 @@ def fix(
     edit: Annotated[
         bool, typer.Option("--edit", help="Correct the conversation by hand in $EDITOR.")
     ] = False,
+    search: Annotated[
+        bool,
+        typer.Option(
+            "--search",
+            help="For a run of `agent eval`: try the tools its request offered, with values "
+            "from the request, and keep the first call that passes the task's check.",
+        ),
+    ] = False,
     keep: Annotated[
         int,
         typer.Option("--keep", min=0, help="With --script: replay the run's first N turns first."),
@@ -171,21 +179,27 @@ def fix(
     With --script, the corrected turns replay the run's task through the real loop, skills and
     sandbox; a run of `agent eval` runs again in a fresh workspace built from its task and must
     pass the task's check. With --edit, the conversation opens in $EDITOR as JSON and is checked
-    when saved. The original run is marked as fixed; `agent traces export` includes the fix.
+    when saved. With --search, clawloop finds the turns: one call of a tool the run was offered,
+    answered with its result, that passes the task's check. The original run is marked as fixed;
+    `agent traces export` includes the fix.
     """
-    if (script is None) == (not edit):
-        raise UserError("give one of --script TURNS.json or --edit")
+    if (script is not None) + edit + search != 1:
+        raise UserError("give one of --script TURNS.json, --edit or --search")
     settings = load_settings()
     path = trace_path(settings.traces_dir, run_id)
     trace = read_trace(path)
     if trace.fixed_by:
         console.print(f"[dim]{trace.run_id} was fixed before, by {trace.fixed_by}[/dim]")
-    if script is not None:
+    if script is not None or search:
         from backends.fake import FakeBackend
-        from cli.trace_fix import fix_by_script
+        from cli.trace_fix import fix_by_script, fix_by_search
 
-        turns = [t for t in FakeBackend.from_file(script).turns if not callable(t)]
-        fixed = fix_by_script(settings, trace, turns, keep, workspace, yes)
+        if search:
+            fixed = fix_by_search(settings, trace)
+        else:
+            assert script is not None
+            turns = [t for t in FakeBackend.from_file(script).turns if not callable(t)]
+            fixed = fix_by_script(settings, trace, turns, keep, workspace, yes)
         how = "passes its task's check" if fixed.checked else "answered"
         console.print(f"fixed {trace.run_id}: run {fixed.run_id} {how}, graded good")
         return

@@ -189,3 +189,46 @@ def test_an_edit_is_refused_for_each_thing_a_run_cannot_hold() -> None:
     for why, messages in cases.items():
         assert why in (edit_problem({"messages": messages}, tools) or ""), why
     assert "JSON object" in (edit_problem([user], tools) or "")
+
+
+def test_a_failed_eval_run_is_fixed_by_search_over_the_tools_it_was_offered(
+    tmp_path: Path,
+) -> None:
+    # The scripted model counted lines where the user asked for characters; with command
+    # recipes on, the search finds the recipe that passes the task's check.
+    script = tmp_path / "wrong.json"
+    script.write_text(json.dumps(WRONG))
+    (tmp_path / "config.toml").write_text(
+        f'profile = "small"\n[small]\nrecipes = true\n[backends.fake]\nscript = "{script}"\n'
+    )
+    (tmp_path / "suite.yaml").write_text(
+        SUITE.replace("How many lines are in notes.txt?", "How many characters are in notes.txt?")
+        .replace("family: count", "family: count-chars")
+        .replace("\\b3\\b", "\\b6\\b")
+    )
+    done = _agent(tmp_path, "eval", "suite.yaml", "-b", "fake", "--json")
+    assert json.loads(done.stdout)["variants"][0]["passed"] == 0, done.stderr
+    folder = tmp_path / "data" / "traces"
+    [original] = [t.run_id for t in read_traces(folder)]
+
+    fixed = _agent(tmp_path, "traces", "fix", original, "--search")
+    assert fixed.returncode == 0, fixed.stderr
+    assert "passes its task's check" in fixed.stdout
+    new = read_trace(folder / f"{read_trace(folder / f'{original}.jsonl').fixed_by}.jsonl")
+    assert new.grade == "good" and new.start["fixes"] == original
+    [call] = new.of_type("tool_call")
+    assert call["call"]["function"]["name"] == "count_characters"
+    [result] = new.of_type("tool_result")
+    assert result["ok"] and "6 characters" in result["content"]
+    # Only the fix is kept: the search's own tries ran in a throwaway folder.
+    assert len(read_traces(folder)) == 2
+
+    # A check that no offered call can pass: one line saying what to do, nothing stored.
+    (tmp_path / "suite.yaml").write_text(SUITE.replace("\\b3\\b", "\\b99\\b"))
+    done = _agent(tmp_path, "eval", "suite.yaml", "-b", "fake", "--json")
+    unfixable = next(t.run_id for t in read_traces(folder) if t.start.get("family") == "count")
+    refused = _agent(tmp_path, "traces", "fix", unfixable, "--search")
+    assert refused.returncode == 2
+    assert "fix it with --script or --edit" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert len(read_traces(folder)) == 3

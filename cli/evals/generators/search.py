@@ -173,8 +173,11 @@ def _unique(values: list[Any]) -> list[Any]:
 
 
 def _answer_with_result(request: ChatRequest) -> AssistantMessage:
+    """The last tool result as the answer: through the answer tool where it is offered."""
     results = [m for m in request.messages if isinstance(m, ToolMessage)]
     text = str(results[-1].content) if results else ""
+    if not any(t.function.name == ANSWER_TOOL for t in request.tools or []):
+        return AssistantMessage(content=text)
     return AssistantMessage(content=None, tool_calls=[ToolCall.make(ANSWER_TOOL, {"text": text})])
 
 
