@@ -138,7 +138,10 @@ def grade(
 
 @traces_app.command("fix")
 def fix(
-    run_id: RunIdArg,
+    run_id: Annotated[
+        str | None,
+        typer.Argument(help="A run id (a unique prefix will do); with --failed, leave it out."),
+    ] = None,
     script: Annotated[
         Path | None,
         typer.Option(
@@ -157,6 +160,17 @@ def fix(
             "from the request, and keep the first call that passes the task's check.",
         ),
     ] = False,
+    failed: Annotated[
+        bool,
+        typer.Option(
+            "--failed",
+            help="With --search: every failed run of `agent eval` not fixed yet.",
+        ),
+    ] = False,
+    family: Annotated[
+        list[str] | None,
+        typer.Option("--family", help="With --failed: only runs of this task family."),
+    ] = None,
     keep: Annotated[
         int,
         typer.Option("--keep", min=0, help="With --script: replay the run's first N turns first."),
@@ -185,6 +199,13 @@ def fix(
     """
     if (script is not None) + edit + search != 1:
         raise UserError("give one of --script TURNS.json, --edit or --search")
+    if failed:
+        if not search or run_id is not None:
+            raise UserError("--failed fixes runs by search: `agent traces fix --failed --search`")
+        _fix_failed(family)
+        return
+    if run_id is None:
+        raise UserError("give the id of the run to fix (`agent traces list` shows them)")
     settings = load_settings()
     path = trace_path(settings.traces_dir, run_id)
     trace = read_trace(path)
@@ -207,6 +228,31 @@ def fix(
 
     new_id = store_edit(trace, edit_conversation(trace))
     console.print(f"fixed {trace.run_id}: run {new_id} stored from your edit, graded good")
+
+
+def _fix_failed(families: list[str] | None) -> None:
+    """Search for a fix to every failed, unfixed run of `agent eval` (of ``families``)."""
+    from cli.trace_fix import fix_by_search
+
+    settings = load_settings()
+    todo = [
+        t
+        for t in read_traces(settings.traces_dir)
+        if t.start.get("eval_task")
+        and t.grade == "bad"
+        and not t.fixed_by
+        and (not families or t.start.get("family") in families)
+    ]
+    fixed = 0
+    for trace in todo:
+        try:
+            new = fix_by_search(settings, trace)
+        except UserError as exc:
+            console.print(f"[dim]{trace.run_id}: {escape(str(exc))}[/dim]")
+            continue
+        fixed += 1
+        console.print(f"fixed {trace.run_id}: run {new.run_id} passes its task's check")
+    console.print(f"{fixed} of {len(todo)} failed eval runs fixed by search, graded good")
 
 
 def _since(value: str | None) -> str | None:

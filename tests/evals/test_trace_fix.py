@@ -232,3 +232,21 @@ def test_a_failed_eval_run_is_fixed_by_search_over_the_tools_it_was_offered(
     assert "fix it with --script or --edit" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert len(read_traces(folder)) == 3
+
+
+def test_every_failed_eval_run_is_searched_for_a_fix_at_once(tmp_path: Path) -> None:
+    original = _failed_eval_run(tmp_path)  # fixable: count_lines says 3
+    (tmp_path / "suite.yaml").write_text(
+        SUITE.replace("\\b3\\b", "\\b99\\b").replace("count-notes", "impossible")
+    )
+    _agent(tmp_path, "eval", "suite.yaml", "-b", "fake", "--json")
+    done = _agent(tmp_path, "traces", "fix", "--failed", "--search", "--family", "count")
+    assert done.returncode == 0, done.stderr
+    assert "1 of 2 failed eval runs fixed by search" in done.stdout
+    folder = tmp_path / "data" / "traces"
+    assert read_trace(folder / f"{original}.jsonl").fixed_by is not None
+    # Fixed runs are not searched again.
+    again = _agent(tmp_path, "traces", "fix", "--failed", "--search")
+    assert "0 of 1 failed eval runs" in again.stdout
+    wrong = _agent(tmp_path, "traces", "fix", "--failed", "--edit")
+    assert wrong.returncode == 2 and "--failed fixes runs by search" in wrong.stderr
