@@ -96,10 +96,12 @@ def write_suite(path: Path, name: str, items: list[Any]) -> None:
     path.write_text(_suite_yaml(name, named), encoding="utf-8")
 
 
-def agent(*args: str, log: Path) -> subprocess.CompletedProcess[str]:
-    """One `agent` command; its stderr goes to ``log``, its traces to the log's folder."""
+def agent(*args: str, log: Path, data: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """One `agent` command; its stderr goes to ``log``, its traces to ``data`` (default: the
+    log's folder's ``data``)."""
     command = [sys.executable, "-m", "cli.main", *args]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CLAWLOOP_DATA_DIR": str(log.parent / "data")}
+    folder = data if data is not None else log.parent / "data"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CLAWLOOP_DATA_DIR": str(folder)}
     with log.open("a", encoding="utf-8") as err:
         err.write(f"$ agent {' '.join(args)}\n")
         err.flush()
@@ -221,24 +223,53 @@ def teach(args: argparse.Namespace) -> None:
     results = _evaluate_all(before, out)
     started = time.monotonic()
     extra = ["--data", str(replay(args.replay, avoid, out))] if args.replay else []
-    with scripted_teacher(train) as url:
-        agent(
-            *("train", "--teacher", "openai", "--base-url", url, *extra),
-            *("--teacher-suite", str(out / "train.yaml"), "--start-from", args.adapter),
-            *("--epochs", str(args.epochs), "--lr", str(args.lr), "--out", str(out / "round")),
-            log=out / "log.txt",
-        )
+    settings = ("--start-from", args.adapter, "--epochs", str(args.epochs), "--lr", str(args.lr))
+    if args.by == "search":
+        taught = _taught_by_search(args, out, extra, settings)
+    else:
+        with scripted_teacher(train) as url:
+            agent(
+                *("train", "--teacher", "openai", "--base-url", url, *extra),
+                *("--teacher-suite", str(out / "train.yaml"), *settings),
+                *("--out", str(out / "round")),
+                log=out / "log.txt",
+            )
+        taught = json.loads((out / "round" / "manifest.json").read_text())["data"]["teacher"]
+        print(f"teacher: {taught['passed']}/{taught['tasks']} runs passed")
     trained = round(time.monotonic() - started)
     manifest = json.loads((out / "round" / "manifest.json").read_text())
-    taught = manifest["data"]["teacher"]
-    print(f"teacher: {taught['passed']}/{taught['tasks']} runs passed; trained in {trained} s")
+    print(f"trained in {trained} s, {manifest['data'].get('examples')} examples")
     adapter = str(out / "round" / "adapter.gguf")
     after = [(out / "fresh.yaml", adapter, "fresh, after"), (basic_path, adapter, "basic, after")]
     results += _evaluate_all(after, out)
     summary = {"families": args.family, "teacher": taught, "train_seconds": trained}
-    summary["replay"] = manifest["data"].get("examples", 0) - taught["examples"]
+    summary["replay"] = manifest["data"].get("examples", 0) - taught.get("examples", 0)
     summary["results"] = results
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+
+
+def _taught_by_search(
+    args: argparse.Namespace, out: Path, extra: list[str], settings: tuple[str, ...]
+) -> dict[str, Any]:
+    """The user's own loop, with no teacher and no hand-written turns: the agent attempts the
+    training tasks (`agent eval`), every failed run is corrected by search (`agent traces fix
+    --failed --search`), and the graded-good traces train the adapter (`--from-traces`). Its
+    traces have a data folder of their own, apart from the fresh tasks' evals."""
+    data = out / "teach-data"
+    log = out / "log.txt"
+    done = agent(
+        "eval", str(out / "train.yaml"), "--adapter", args.adapter, "--json", log=log, data=data
+    )
+    passed = json.loads(done.stdout)["variants"][0]["passed"]
+    fixed = agent("traces", "fix", "--failed", "--search", log=log, data=data).stdout
+    print(f"the agent passed {passed} training tasks; {fixed.strip().splitlines()[-1]}")
+    families = [x for f in args.family for x in ("--family", f)]
+    agent(
+        *("train", "--from-traces", *families, *extra, *settings, "--out", str(out / "round")),
+        log=log,
+        data=data,
+    )
+    return {"agent_passed": passed, "fixed": fixed.strip().splitlines()[-1]}
 
 
 def main() -> None:
@@ -259,6 +290,12 @@ def main() -> None:
     teach_p.add_argument("--no-before", action="store_true", help="skip the fresh tasks' before")
     teach_p.add_argument(
         "--replay", type=int, default=0, help="gold tasks of the basic families trained beside"
+    )
+    teach_p.add_argument(
+        "--by",
+        choices=("teacher", "search"),
+        default="teacher",
+        help="the right runs: a scripted teacher, or the agent's own runs fixed by search",
     )
     args = parser.parse_args()
     screen(args) if args.step == "screen" else teach(args)
