@@ -2,7 +2,7 @@
 
     python bench/new_family.py screen --family F ... [--count 5]
     python bench/new_family.py teach --family F1 --family F2 --family F3 \\
-        [--train 30] [--fresh 20] [--out new-family/]
+        [--train 30] [--fresh 20] [--by teacher|search] [--out new-family/]
 
 `screen` runs a few fresh tasks of each family with the current adapter, to find families the
 agent fails. `teach` is the whole demonstration, each step a real `agent` command:
@@ -18,6 +18,12 @@ agent fails. `teach` is the whole demonstration, each step a real `agent` comman
    requests the embedded model is sent;
 4. `agent eval fresh.yaml` and `agent eval evals/basic.yaml` with the new adapter: the figures
    after, and what the rest of the agent lost.
+
+With ``--by search`` there is no teacher: step 3 is the loop a user runs by hand. The agent
+attempts the training tasks (`agent eval train.yaml`), every failed run is corrected by
+searching the tools its request offered (`agent traces fix --failed --search`), and the
+graded-good traces, its own passing runs and the fixes, train the adapter (`agent train
+--from-traces`). Those traces have a data folder of their own, apart from the fresh evals'.
 
 ``--replay N`` adds the gold runs of N generated tasks of the basic suite's own families to the
 same training round (`replay.jsonl`, passed with `--data`), so that the families the adapter
