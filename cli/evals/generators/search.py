@@ -28,7 +28,8 @@ PER_TOOL = 12  # argument assignments tried per offered tool
 _TOKEN = re.compile(r"[\w.\-/]+")
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
 _NUMBER_WORDS |= {"eight": 8, "nine": 9, "ten": 10}
-_STOP = frozenset(
+# Words of a request that never fill an argument: function words, and what every task names.
+_NOT_VALUES = frozenset(
     [
         "a",
         "an",
@@ -156,7 +157,7 @@ def _values(name: str, prop: dict[str, Any], prompt: str, vocab: set[str]) -> li
     named = [t for t in tokens if re.search(r"\w\.\w+$|^\.\w", t)]
     if name in COMPOSED_NAMES:
         return _unique(quoted)  # text the model writes: only what the user quoted
-    words = [t for t in tokens if t.lower() not in _STOP and t not in named]
+    words = [t for t in tokens if t.lower() not in _NOT_VALUES and t not in named]
     words.sort(key=lambda w: w.lower() in vocab)  # stable: the order written, within each
     if "path" in name or "file" in name or "folder" in name:
         return _unique([*named, *quoted, *words])[:5]
