@@ -74,7 +74,7 @@ class SmallModelSettings(BaseModel):
     shot_leave_out: list[str] = Field(default_factory=list)
     # command recipes (skills/recipes/): everyday shell work as tools with plain arguments,
     # offered beside the narrow tools; recipe_file adds the user's own recipes (TOML)
-    recipes: bool = False
+    recipes: bool = True
     recipe_file: str | None = None
 
 
