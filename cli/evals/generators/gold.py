@@ -106,8 +106,9 @@ def gold_settings(settings: Settings) -> Settings:
 
     Examples are made in the configuration the adapter will run in: the same system prompt and
     the same tools. With ``[small] command_tool = false`` (the default) the model is never
-    offered ``run_command``, so families whose solutions are ``run_command`` lines are left
-    out of the curriculum (:func:`cli.evals.generators.curriculum.trainable`).
+    offered ``run_command``: families whose solutions are ``run_command`` lines are solved by
+    search over the offered tools where command recipes are on (the default), and left out of
+    the curriculum where they are not (:func:`cli.evals.generators.curriculum.trainable`).
     """
     return settings.model_copy(update={"profile": "small"})
 
