@@ -44,6 +44,7 @@ from typing import Protocol
 from agent.messages import Message, ToolSpec
 
 _WORD = re.compile(r"[a-z0-9]+")
+_LETTER = re.compile(r"^[a-z]$")
 _STOP = frozenset(
     (
         "a",
@@ -98,7 +99,9 @@ _STEM = 5  # letters two words must share to count as one (contains / containing
 
 def words(text: str) -> list[str]:
     """Lower-cased words of ``text`` (plural s dropped), without common function words."""
-    found = [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+    # A lone letter is the tail of a contraction or a possessive ("what's", "workspace's"),
+    # not a word of the request.
+    found = [w for w in _WORD.findall(text.lower()) if w not in _STOP and not _LETTER.match(w)]
     return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in found]
 
 
@@ -178,11 +181,15 @@ class LexicalToolSelector:
         )
         # A secondary tool comes only where its weighted score matches at least as well as the
         # best other tool; once it comes, it is judged by its whole score like the others.
+        # Where no other tool matches and the message names nothing of the workspace (a
+        # question for the model itself, "what is the largest planet?"), one shared word does
+        # not make a task for a recipe.
+        grounded = best > 0 or _names_a_choice(query, specs)
         admitted = sorted(
             (
                 n
                 for n in self.secondary
-                if scores.get(n, 0) > 0 and scores[n] * self.secondary_weight >= best
+                if grounded and scores.get(n, 0) > 0 and scores[n] * self.secondary_weight >= best
             ),
             key=lambda n: -scores[n],
         )[: self.secondary_slots]

@@ -183,6 +183,29 @@ def test_secondary_tools_come_only_where_they_match_clearly_better_and_within_th
     assert pick("hi there!") == ["answer"]
 
 
+def largest_file() -> str:
+    """Find the largest file in the workspace's top folder."""
+    return ""
+
+
+def test_a_question_for_the_model_itself_gets_no_recipe() -> None:
+    # "What's" and "workspace's" share a lone "s"; "largest" is one shared word with no file
+    # named and no narrow tool matching: neither makes the question a task for a recipe (a
+    # model made to look first would run it).
+    fns = (count_lines, delete_file, largest_file, answer)
+    specs = Toolbox([function_tool(f) for f in fns]).specs()
+    select = LexicalToolSelector(k=3, always=["answer"], secondary=["largest_file"])
+
+    def pick(text: str) -> list[str]:
+        return [t.function.name for t in select([UserMessage(content=text)], specs)]
+
+    assert pick("What's the French for flower?") == ["answer"]
+    assert pick("what is the largest planet in our solar system?") == ["answer"]
+    # A request that names a file of the workspace still gets it.
+    specs[0].function.parameters["properties"]["path"]["enum"] = ["notes.txt"]
+    assert pick("what is the largest file here besides notes.txt?") == ["largest_file", "answer"]
+
+
 def run_command(command: str) -> str:
     """Run a shell command line."""
     return command

@@ -211,8 +211,11 @@ def test_forced_parts_of_a_tool_call_take_no_decode_steps(real_backend: object) 
         "count_lines",
         {"path": "README.md"},
     )
-    # Name, argument key and the enum's one value are all forced: far fewer steps than tokens.
-    assert engine.num_steps - steps < final.usage.completion_tokens / 2
+    # Name, argument key and the enum's one value are all forced: the call's wrapper, name,
+    # key and value (over twenty tokens) take no decode step. (What the model writes after the
+    # call, if anything, is decoded step by step.)
+    forced = final.usage.completion_tokens - (engine.num_steps - steps)
+    assert forced >= 15
 
 
 def test_an_unknown_dtype_is_a_config_error_naming_the_choices() -> None:

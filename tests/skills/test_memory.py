@@ -180,7 +180,7 @@ def test_the_prompt_block_holds_the_profile_then_the_newest_facts_within_its_bou
 def test_the_small_models_selector_reaches_recall_and_remember(tmp_path: Path) -> None:
     box = mail_and_memory(tmp_path, skills=["simple", "memory"])
     settings = load_settings({"profile": "small", "workspace": tmp_path / "ws"})
-    assert settings.skill_names == ["simple", "memory"]
+    assert settings.skill_names == ["simple", "recipes", "memory"]
     select = build_loop(settings, FakeBackend(), box).select_tools
     assert select is not None
     specs = [tool_spec(t) for t in box if t.name != "read_mail"]
