@@ -11,7 +11,7 @@ from agent.loop import AgentLoop
 from agent.messages import AssistantMessage, ChatRequest, ToolCall, UserMessage
 from agent.prompts import load_prompt, parse_prompt
 from agent.session import Session
-from agent.tool_selection import LexicalToolSelector
+from agent.tool_selection import LexicalToolSelector, words
 from agent.tools import Toolbox, function_tool
 from backends.fake import FakeBackend
 
@@ -199,6 +199,7 @@ def test_a_question_for_the_model_itself_gets_no_recipe() -> None:
     def pick(text: str) -> list[str]:
         return [t.function.name for t in select([UserMessage(content=text)], specs)]
 
+    assert words("What's the workspace's top folder?") == ["workspace", "top", "folder"]
     assert pick("What's the French for flower?") == ["answer"]
     assert pick("what is the largest planet in our solar system?") == ["answer"]
     # A request that names a file of the workspace still gets it.
