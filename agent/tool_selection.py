@@ -45,7 +45,7 @@ from agent.messages import Message, ToolSpec
 
 _WORD = re.compile(r"[a-z0-9]+")
 _LETTER = re.compile(r"^[a-z]$")
-_STOP = frozenset(
+STOP_WORDS = frozenset(
     (
         "a",
         "an",
@@ -101,7 +101,7 @@ def words(text: str) -> list[str]:
     """Lower-cased words of ``text`` (plural s dropped), without common function words."""
     # A lone letter is the tail of a contraction or a possessive ("what's", "workspace's"),
     # not a word of the request.
-    found = [w for w in _WORD.findall(text.lower()) if w not in _STOP and not _LETTER.match(w)]
+    found = [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and not _LETTER.match(w)]
     return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in found]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from agent.grounding import COMPOSED_NAMES
 from agent.messages import AssistantMessage, ChatRequest, ToolCall, ToolMessage, UserMessage
+from agent.tool_selection import STOP_WORDS
 from backends.fake import FakeBackend
 from cli.config import Settings
 from cli.evals.runner import TaskResult, Variant, run_task
@@ -29,63 +30,25 @@ _TOKEN = re.compile(r"[\w.\-/]+")
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
 _NUMBER_WORDS |= {"eight": 8, "nine": 9, "ten": 10}
 # Words of a request that never fill an argument: function words, and what every task names.
-_NOT_VALUES = frozenset(
+_NOT_VALUES = STOP_WORDS | frozenset(
     [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "could",
-        "do",
-        "does",
         "file",
         "files",
         "folder",
-        "for",
-        "from",
-        "give",
         "has",
         "have",
         "how",
-        "i",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
         "line",
         "lines",
         "many",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "please",
         "put",
         "show",
-        "tell",
-        "that",
-        "the",
         "their",
         "them",
-        "then",
         "there",
         "these",
-        "this",
-        "to",
-        "what",
-        "which",
-        "with",
         "word",
         "words",
-        "you",
-        "your",
         "all",
         "every",
         "each",
