@@ -44,7 +44,6 @@ from typing import Protocol
 from agent.messages import Message, ToolSpec
 
 _WORD = re.compile(r"[a-z0-9]+")
-_LETTER = re.compile(r"^[a-z]$")
 STOP_WORDS = frozenset(
     (
         "a",
@@ -97,11 +96,15 @@ NAME_BONUS = 1.5  # how much more a word of the tool's name weighs than a descri
 _STEM = 5  # letters two words must share to count as one (contains / containing)
 
 
+def _letter(word: str) -> bool:
+    return len(word) == 1 and word.isalpha()
+
+
 def words(text: str) -> list[str]:
     """Lower-cased words of ``text`` (plural s dropped), without common function words."""
     # A lone letter is the tail of a contraction or a possessive ("what's", "workspace's"),
     # not a word of the request.
-    found = [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and not _LETTER.match(w)]
+    found = [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and not _letter(w)]
     return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in found]
 
 
@@ -184,7 +187,7 @@ class LexicalToolSelector:
         # Where no other tool matches and the message names nothing of the workspace (a
         # question for the model itself, "what is the largest planet?"), one shared word does
         # not make a task for a recipe.
-        grounded = best > 0 or _names_a_choice(query, specs)
+        grounded = best > 0 or (bool(self.secondary) and _names_a_choice(query, specs))
         admitted = sorted(
             (
                 n
