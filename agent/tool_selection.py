@@ -30,6 +30,10 @@ recipe named like a narrow tool (``count_lines_with`` beside ``count_lines``) wo
 Once offered, it is judged by its whole score like any tool, so the tools that match less than
 ``relative`` as well drop out ("what is the character count of memo.md" is
 ``count_characters`` alone).
+Among tools that score the same, the one taking as many workspace files (``enum`` arguments) as
+the message names comes first: "add up the numbers in a.txt and b.txt" is
+``sum_numbers_in_both``, not ``sum_numbers``. The tools are shown in the order of their scores,
+the best match last, nearest the message: a small model leans to the tool it read last.
 The loop still validates every call against the whole toolbox.
 """
 
@@ -187,14 +191,16 @@ class LexicalToolSelector:
         # Where no other tool matches and the message names nothing of the workspace (a
         # question for the model itself, "what is the largest planet?"), one shared word does
         # not make a task for a recipe.
-        grounded = best > 0 or (bool(self.secondary) and _names_a_choice(query, specs))
+        by_name = {s.function.name: s for s in specs}
+        named = len(_named_choices(query, specs)) if self.secondary else 0
+        grounded = best > 0 or (bool(self.secondary) and named > 0)
         admitted = sorted(
             (
                 n
                 for n in self.secondary
                 if grounded and scores.get(n, 0) > 0 and scores[n] * self.secondary_weight >= best
             ),
-            key=lambda n: -scores[n],
+            key=lambda n: (-scores[n], _misfit(by_name[n], named)),
         )[: self.secondary_slots]
         best = max([best, *(scores[n] for n in admitted)])
         ranked = sorted(
@@ -206,7 +212,7 @@ class LexicalToolSelector:
                 and scores[s.function.name] > 0
                 and scores[s.function.name] >= self.relative * best
             ),
-            key=lambda s: -scores[s.function.name],
+            key=lambda s: (-scores[s.function.name], _misfit(s, named)),
         )
         keep = {s.function.name for s in ranked[: self.k]}
         cued = {s.function.name for s in specs if s.function.name in self.cued}  # cue matched
@@ -222,7 +228,13 @@ class LexicalToolSelector:
             ):
                 keep |= {name for name in self.general if name in scores}
         first_reply = bool(messages) and messages[-1].role == "user"
-        shown = [s for s in specs if s.function.name in keep | set(self.always)]
+        # The best match is shown last, nearest the message (a small model leans to the tool it
+        # read last); tools that were not ranked (cued, general) first, ``always`` after all.
+        rank = {s.function.name: i for i, s in enumerate(ranked)}
+        shown = sorted(
+            (s for s in specs if s.function.name in keep | set(self.always)),
+            key=lambda s: (s.function.name in self.always, -rank.get(s.function.name, len(rank))),
+        )
         if self.look_first and first_reply and keep:
             return shown, [s.function.name for s in shown if s.function.name in keep]
         return shown, None
@@ -237,15 +249,33 @@ def _cued(cue: Sequence[str] | Callable[[str], bool], query: str) -> bool:
 
 def _names_a_choice(query: str, specs: list[ToolSpec]) -> bool:
     """Whether the message names one of the values a tool's arguments are limited to."""
+    return bool(_named_choices(query, specs))
+
+
+def _named_choices(query: str, specs: list[ToolSpec]) -> set[str]:
+    """The values the tools' arguments are limited to (``enum``: the workspace's files and
+    folders) that the message names."""
     text = query.lower()
+    named: set[str] = set()
     for spec in specs:
-        properties = (spec.function.parameters or {}).get("properties", {})
-        for prop in properties.values():
-            for value in prop.get("enum", ()) if isinstance(prop, dict) else ():
+        for values in _choices(spec):
+            for value in values:
                 name = str(value).lower().rstrip("/")
                 if len(name) > 2 and re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text):
-                    return True
-    return False
+                    named.add(name)
+    return named
+
+
+def _choices(spec: ToolSpec) -> list[Sequence[object]]:
+    """The ``enum`` of each of the tool's arguments that has one."""
+    properties = (spec.function.parameters or {}).get("properties", {})
+    return [p["enum"] for p in properties.values() if isinstance(p, dict) and p.get("enum")]
+
+
+def _misfit(spec: ToolSpec, named: int) -> int:
+    """How far the tool's count of workspace arguments is from the count the message names
+    (two files named: ``sum_numbers_in_both`` before ``sum_numbers``); 0 when none is named."""
+    return abs(len(_choices(spec)) - named) if named else 0
 
 
 def _document(spec: ToolSpec) -> str:

@@ -1,11 +1,14 @@
 """Teaching the agent new task families through the flywheel, measured on fresh instances.
 
     python bench/new_family.py screen --family F ... [--count 5]
+    python bench/new_family.py draw --family F ... --count 5 --seed 777 --avoid S.yaml --out X.yaml
     python bench/new_family.py teach --family F1 --family F2 --family F3 \\
         [--train 30] [--fresh 20] [--by teacher|search] [--out new-family/]
 
 `screen` runs a few fresh tasks of each family with the current adapter, to find families the
-agent fails. `teach` is the whole demonstration, each step a real `agent` command:
+agent fails. `draw` writes a suite of fresh tasks (``--count`` of each family, no two with one
+prompt, none sharing a prompt with ``--avoid``): a figure no choice was tuned on. `teach` is the
+whole demonstration, each step a real `agent` command:
 
 1. two suites are drawn from the generators: `train.yaml` (``--train`` tasks per family) and
    `fresh.yaml` (``--fresh`` other tasks per family: other files, names, values and wording);
@@ -278,6 +281,14 @@ def _taught_by_search(
     return {"agent_passed": passed, "fixed": fixed.strip().splitlines()[-1]}
 
 
+def draw_suite(args: argparse.Namespace) -> None:
+    """``--count`` fresh tasks of each family, with distinct prompts, written to ``--out``."""
+    avoid = load_suite(Path(args.avoid)) if args.avoid else None
+    items = _unique_prompts(draw(args.family, args.count + 3, args.seed, avoid), args.count)
+    write_suite(Path(args.out), Path(args.out).stem, items)
+    print(f"{len(items)} tasks of {len(args.family)} families in {args.out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="step", required=True)
@@ -287,6 +298,12 @@ def main() -> None:
         p.add_argument("--adapter", default=str(SHIPPED), help="the adapter to start from")
         p.add_argument("--out", default="new-family")
     sub.choices["screen"].add_argument("--count", type=int, default=5)
+    draw_p = sub.add_parser("draw")
+    draw_p.add_argument("--family", action="append", required=True)
+    draw_p.add_argument("--count", type=int, default=5, help="tasks per family")
+    draw_p.add_argument("--seed", type=int, default=FRESH_SEED)
+    draw_p.add_argument("--avoid", help="a suite whose prompts are not drawn")
+    draw_p.add_argument("--out", required=True, help="the suite file to write")
     teach_p = sub.choices["teach"]
     teach_p.add_argument("--train", type=int, default=30, help="training tasks per family")
     teach_p.add_argument("--fresh", type=int, default=20, help="fresh tasks per family")
@@ -304,7 +321,7 @@ def main() -> None:
         help="the right runs: a scripted teacher, or the agent's own runs fixed by search",
     )
     args = parser.parse_args()
-    screen(args) if args.step == "screen" else teach(args)
+    {"screen": screen, "draw": draw_suite, "teach": teach}[args.step](args)
 
 
 if __name__ == "__main__":

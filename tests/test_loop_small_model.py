@@ -183,6 +183,50 @@ def test_secondary_tools_come_only_where_they_match_clearly_better_and_within_th
     assert pick("hi there!") == ["answer"]
 
 
+def sum_numbers(path: str) -> str:
+    """Add up the numbers in a file."""
+    return path
+
+
+def sum_numbers_in_both(path: str, other: str) -> str:
+    """Add up the numbers in two files."""
+    return path + other
+
+
+def test_the_best_match_is_shown_last_nearest_the_message() -> None:
+    # A small model leans to the tool it read last: the best match is shown there, the answer
+    # tool after all of them.
+    fns = (answer, count_characters, count_lines_with, count_lines, delete_file)
+    specs = Toolbox([function_tool(f) for f in fns]).specs()
+    select = LexicalToolSelector(k=3, always=["answer"])
+
+    def pick(text: str) -> list[str]:
+        return [t.function.name for t in select([UserMessage(content=text)], specs)]
+
+    assert pick("count lines of a.txt that contain foo") == [
+        "count_lines", "count_lines_with", "answer"
+    ]  # fmt: skip
+    # count_characters is first among the specs and the best match: shown after the others.
+    offered = pick("count the characters of a.txt, not the lines")
+    assert offered[-2:] == ["count_characters", "answer"] and len(offered) == 4
+
+
+def test_among_equal_matches_the_tool_taking_as_many_files_as_named_wins() -> None:
+    specs = Toolbox([function_tool(f) for f in (sum_numbers, sum_numbers_in_both, answer)]).specs()
+    for spec in specs[:2]:  # the workspace's files, as the toolbox offers them
+        for prop in spec.function.parameters["properties"].values():
+            prop["enum"] = ["a.txt", "b.txt"]
+    select = LexicalToolSelector(
+        k=1, always=["answer"], secondary=["sum_numbers", "sum_numbers_in_both"]
+    )
+
+    def pick(text: str) -> list[str]:
+        return [t.function.name for t in select([UserMessage(content=text)], specs)]
+
+    assert pick("add up the numbers in a.txt and b.txt") == ["sum_numbers_in_both", "answer"]
+    assert pick("add up the numbers in b.txt") == ["sum_numbers", "answer"]
+
+
 def largest_file() -> str:
     """Find the largest file in the workspace's top folder."""
     return ""
@@ -221,7 +265,7 @@ def test_the_general_tool_comes_with_any_match_or_a_named_file_and_never_for_cha
     def pick(text: str) -> list[str]:
         return [t.function.name for t in select([UserMessage(content=text)], specs)]
 
-    assert pick("how many lines in x?") == ["count_lines", "run_command", "answer"]
+    assert pick("how many lines in x?") == ["run_command", "count_lines", "answer"]
     # No tool's words match "largest number", but the message names a workspace file.
     assert pick("What is the largest number in nums.txt?") == ["run_command", "answer"]
     assert pick("what is in docs?") == ["run_command", "answer"]
