@@ -38,7 +38,7 @@ def test_candidates_copy_the_request_named_file_first_and_verbs_last() -> None:
     )
     request = ChatRequest(
         messages=[UserMessage(content="Which lines in plan.log mention candle?")],
-        tools=[lines_with, first],
+        tools=[first, lines_with],  # the selection shows its best match last
         allowed_tools=["lines_with", "first_lines", "answer"],
     )
     calls = candidate_calls(request)

@@ -2,10 +2,10 @@
 
 A family whose gold is a ``run_command`` line has no gold run to copy where the configuration
 offers command recipes and not ``run_command``. The search tries the tools the request offers
-(the selection's own choice, exactly as the model will see it), each with argument values
-copied from the user's message, and keeps the first run whose check passes. The answer is the
-tool's own sentence, never the generator's gold answer, so a call that found the wrong value
-fails the check rather than being rescued by the right answer.
+(the selection's own choice, exactly as the model will see it, its best match first), each
+with argument values copied from the user's message, and keeps the first run whose check
+passes. The answer is the tool's own sentence, never the generator's gold answer, so a call
+that found the wrong value fails the check rather than being rescued by the right answer.
 """
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ Call = tuple[str, dict[str, Any]]
 
 
 def candidate_calls(request: ChatRequest) -> list[Call]:
-    """The calls worth trying for a request, the likeliest first: each callable tool in the
-    order the request offers them, with values taken from the user's last message."""
+    """The calls worth trying for a request, the likeliest first: each callable tool from the
+    last the request shows (the selection's best match) back to the first, with values taken
+    from the user's last message."""
     prompt = _last_user_text(request)
     allowed = set(request.allowed_tools) if request.allowed_tools is not None else None
     calls: list[Call] = []
@@ -72,7 +73,7 @@ def candidate_calls(request: ChatRequest) -> list[Call]:
         for spec in request.tools or []
         for w in re.findall(r"[a-z]+", f"{spec.function.name} {spec.function.description}".lower())
     }
-    for spec in request.tools or []:
+    for spec in reversed(request.tools or []):
         name = spec.function.name
         if name == ANSWER_TOOL or (allowed is not None and name not in allowed):
             continue
