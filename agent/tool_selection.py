@@ -261,9 +261,15 @@ def _named_choices(query: str, specs: list[ToolSpec]) -> set[str]:
         for values in _choices(spec):
             for value in values:
                 name = str(value).lower().rstrip("/")
-                if len(name) > 2 and re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text):
+                if len(name) > 2 and _names(name, text):
                     named.add(name)
     return named
+
+
+def _names(name: str, text: str) -> bool:
+    """Whether ``text`` holds ``name`` as a whole file or folder name (a sentence's full stop
+    may follow it; ``a.txt.bak`` is another file)."""
+    return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)", text) is not None
 
 
 def _choices(spec: ToolSpec) -> list[Sequence[object]]:

@@ -271,6 +271,7 @@ def test_the_general_tool_comes_with_any_match_or_a_named_file_and_never_for_cha
     assert pick("what is in docs?") == ["run_command", "answer"]
     # A name that is only part of a longer word is not the file.
     assert pick("tell me about bignums.txt2 and wordocs") == ["answer"]
+    assert pick("what is in nums.txt.bak?") == ["answer"]  # another file
     assert pick("hi there!") == ["answer"]
     never = LexicalToolSelector(k=1, always=["answer"], never=["run_command"])
     assert [t.function.name for t in never([UserMessage(content="nums.txt?")], specs)] == ["answer"]
