@@ -33,7 +33,9 @@ Once offered, it is judged by its whole score like any tool, so the tools that m
 Among tools that score the same, the one taking as many workspace files (``enum`` arguments) as
 the message names comes first: "add up the numbers in a.txt and b.txt" is
 ``sum_numbers_in_both``, not ``sum_numbers``. The tools are shown in the order of their scores,
-the best match last, nearest the message: a small model leans to the tool it read last.
+the best match last, nearest the message: a small model leans to the tool it read last. A cued
+tool that stands alone keeps the toolbox's order (``answer`` before ``recall``), the arrangement
+the memory turns were trained and measured in.
 The loop still validates every call against the whole toolbox.
 """
 
@@ -228,13 +230,18 @@ class LexicalToolSelector:
             ):
                 keep |= {name for name in self.general if name in scores}
         first_reply = bool(messages) and messages[-1].role == "user"
-        # The best match is shown last, nearest the message (a small model leans to the tool it
-        # read last); tools that were not ranked (cued, general) first, ``always`` after all.
-        rank = {s.function.name: i for i, s in enumerate(ranked)}
-        shown = sorted(
-            (s for s in specs if s.function.name in keep | set(self.always)),
-            key=lambda s: (s.function.name in self.always, -rank.get(s.function.name, len(rank))),
-        )
+        shown = [s for s in specs if s.function.name in keep | set(self.always)]
+        if not alone:
+            # The best match is shown last, nearest the message (a small model leans to the tool
+            # it read last); tools that were not ranked (cued, general) first, ``always`` after
+            # all. A cue that stands alone keeps the toolbox's order, the answer tool first.
+            rank = {s.function.name: i for i, s in enumerate(ranked)}
+            shown.sort(
+                key=lambda s: (
+                    s.function.name in self.always,
+                    -rank.get(s.function.name, len(rank)),
+                )
+            )
         if self.look_first and first_reply and keep:
             return shown, [s.function.name for s in shown if s.function.name in keep]
         return shown, None

@@ -199,5 +199,9 @@ def test_the_small_models_selector_reaches_recall_and_remember(tmp_path: Path) -
     # A cue says the message is memory's: no file tool is offered beside the memory tool.
     assert shown("Do you remember my sister's name?") == {"recall", "answer"}
     assert shown("Please note that my car is a blue Skoda.") == {"remember", "answer"}
+    # ... shown in the toolbox's order, the answer tool first, as the memory turns were trained
+    # (tests/connectors/test_long_chat.py has the model say a recalled name back).
+    ordered = select.choose([UserMessage(content="what is my name?")], specs)[0]
+    assert [s.function.name for s in ordered] == ["answer", "recall"]
     # forget and search_sessions are left to larger models: never shown to the small one.
     assert not {"forget", "search_sessions"} & shown("forget my cat; search sessions for Pixel")
