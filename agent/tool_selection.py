@@ -194,8 +194,9 @@ class LexicalToolSelector:
         # question for the model itself, "what is the largest planet?"), one shared word does
         # not make a task for a recipe.
         by_name = {s.function.name: s for s in specs}
-        named = len(_named_choices(query, specs)) if self.secondary else 0
-        grounded = best > 0 or (bool(self.secondary) and named > 0)
+        named_values = _named_choices(query, specs)
+        named = len(named_values) if self.secondary else 0  # files named, for recipes' ties
+        grounded = best > 0 or named > 0
         admitted = sorted(
             (
                 n
@@ -223,11 +224,7 @@ class LexicalToolSelector:
             keep = alone
         else:
             keep |= cued
-            if (
-                keep
-                or _names_a_choice(query, specs)
-                or any(scores.get(n, 0) > 0 for n in self.general)
-            ):
+            if keep or named_values or any(scores.get(n, 0) > 0 for n in self.general):
                 keep |= {name for name in self.general if name in scores}
         first_reply = bool(messages) and messages[-1].role == "user"
         shown = [s for s in specs if s.function.name in keep | set(self.always)]
@@ -254,23 +251,13 @@ def _cued(cue: Sequence[str] | Callable[[str], bool], query: str) -> bool:
     return any(phrase in lowered for phrase in cue)
 
 
-def _names_a_choice(query: str, specs: list[ToolSpec]) -> bool:
-    """Whether the message names one of the values a tool's arguments are limited to."""
-    return bool(_named_choices(query, specs))
-
-
 def _named_choices(query: str, specs: list[ToolSpec]) -> set[str]:
     """The values the tools' arguments are limited to (``enum``: the workspace's files and
     folders) that the message names."""
     text = query.lower()
-    named: set[str] = set()
-    for spec in specs:
-        for values in _choices(spec):
-            for value in values:
-                name = str(value).lower().rstrip("/")
-                if len(name) > 2 and _names(name, text):
-                    named.add(name)
-    return named
+    # Every tool offers the same workspace list: each value is looked for once.
+    values = {str(v).lower().rstrip("/") for spec in specs for vs in _choices(spec) for v in vs}
+    return {name for name in values if len(name) > 2 and _names(name, text)}
 
 
 def _names(name: str, text: str) -> bool:
