@@ -65,6 +65,7 @@ from cli.evals.suite import Suite, load_suite  # noqa: E402
 FRESH_SEED = 90210
 TRAIN_SEED = 31337
 REPLAY_SEED = 4242
+SPARE = 3  # tasks drawn beyond --count per family, for the repeated prompts `draw` drops
 SHIPPED = ROOT / "backends" / "adapters" / "smollm2-135m-clawloop.gguf"
 
 
@@ -284,7 +285,8 @@ def _taught_by_search(
 def draw_suite(args: argparse.Namespace) -> None:
     """``--count`` fresh tasks of each family, with distinct prompts, written to ``--out``."""
     avoid = load_suite(Path(args.avoid)) if args.avoid else None
-    items = _unique_prompts(draw(args.family, args.count + 3, args.seed, avoid), args.count)
+    drawn = draw(args.family, args.count + SPARE, args.seed, avoid)
+    items = _unique_prompts(drawn, args.count)
     write_suite(Path(args.out), Path(args.out).stem, items)
     print(f"{len(items)} tasks of {len(args.family)} families in {args.out}")
 
