@@ -88,10 +88,16 @@ class WebChats:
         context = chat.running = RunContext(
             ask_timeout_s=self.ask_timeout_s, allowed=list(self.always), attended=True
         )
+
+        def release() -> None:
+            """Free the session for its next turn; only once its thread has written its last."""
+            chat.running = None
+            chat.asks.clear()
+            context.close()
+
+        turn = _Turn(lambda: self.run(chat.session, text, context), context, release)
         try:
-            events = _in_thread(
-                lambda: self.run(chat.session, text, context), context, self._executor
-            )
+            events = _in_thread(turn, self._executor)
             # Closed with the page's stream, so a page that went away stops its run.
             async with contextlib.aclosing(events):
                 async for item in events:
@@ -107,9 +113,8 @@ class WebChats:
                     if shown is not None:
                         yield shown
         finally:
-            chat.running = None
-            chat.asks.clear()
-            context.close()
+            if not turn.started:
+                release()  # the stream ended before the thread began: nothing will write
 
     def _track(self, chat: WebChat, event: Event) -> None:
         if isinstance(event, ApprovalRequested):
@@ -149,20 +154,32 @@ class WebChats:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
+@dataclass
+class _Turn:
+    """One turn's work, its context, and who frees its session once the work has ended."""
+
+    produce_events: Callable[[], Iterator[Event]]
+    context: RunContext
+    release: Callable[[], None]
+    started: bool = False
+
+
 async def _in_thread(
-    produce_events: Callable[[], Iterator[Event]], context: RunContext, executor: Executor
+    turn: _Turn, executor: Executor
 ) -> AsyncGenerator[Event | BaseException, None]:
     """The synchronous loop's events, crossing into asyncio through a queue.
 
     If the page goes away mid-turn (the stream is closed), the run is stopped: nobody is left
-    to answer its asks or read its answer.
+    to answer its asks or read its answer. Its session is released when its thread ends, never
+    before: a stopped turn still writes its last tool result, and a next turn started earlier
+    would find that result after its own message.
     """
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[object] = asyncio.Queue()
 
     def produce() -> None:
         try:
-            for event in produce_events():
+            for event in turn.produce_events():
                 loop.call_soon_threadsafe(queue.put_nowait, event)
         except BaseException as exc:  # shown on the page; the server goes on
             loop.call_soon_threadsafe(queue.put_nowait, exc)
@@ -170,11 +187,13 @@ async def _in_thread(
             loop.call_soon_threadsafe(queue.put_nowait, _DONE)
 
     worker = loop.run_in_executor(executor, produce)
+    turn.started = True
+    worker.add_done_callback(lambda _: turn.release())
     try:
         while (item := await queue.get()) is not _DONE:
             yield item  # type: ignore[misc]
     finally:
         if not worker.done():
-            context.stop()
+            turn.context.stop()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(worker), STOP_GRACE_S)
