@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import threading
 import time
@@ -80,6 +81,7 @@ def run_task(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8")
         workspace.chmod(0o755)
+        _owned_by_a_user(workspace, variant.settings.sandbox.sandbox_uid)
         # A suite measures the model the same for everyone: memory, where the suite or task
         # turns it on, is a folder of the task's own, never the user's.
         own_memory = variant.settings.memory.model_copy(update={"folder": Path(memory)})
@@ -176,3 +178,18 @@ def run_suite(
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="clawloop-eval") as pool:
         for future in [pool.submit(one, *item) for item in work]:
             future.result()
+
+
+def _owned_by_a_user(workspace: Path, uid: int) -> None:
+    """Run as root, give the task's files to ``uid``, as a person's files are their own.
+
+    Commands then run as the files' owner (see ``sandbox/grant.py``), as they do for everyone
+    who is not root; in a workspace of root's they would run as another uid, which may read and
+    write the files but not change their mode ("make deploy.sh executable" could never pass).
+    """
+    if os.geteuid() != 0:
+        return
+    for folder, dirs, files in os.walk(workspace):
+        for name in [*dirs, *files]:
+            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
+    os.chown(workspace, uid, uid)

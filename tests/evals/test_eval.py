@@ -260,3 +260,23 @@ def test_before_messages_and_memory_files_reach_the_prompt_only_through_memory(
     ]
     assert ["What is my cat called?"] in prompts
     assert not any(len(p) > 1 for p in prompts)
+
+
+def test_a_task_can_change_its_files_mode_as_their_owner_would(tmp_path: Path) -> None:
+    """Run as root, the task's files are given to the sandbox uid, as a person's files are
+    theirs: ``chmod`` needs the owner, and a command in a workspace of root's runs as another
+    uid (so under root this task could never pass before)."""
+    (tmp_path / "suite.yaml").write_text(
+        "name: modes\ntasks:\n  - id: chmod\n    prompt: Make deploy.sh executable.\n"
+        "    files: {deploy.sh: \"echo hi\\n\", sub/keep.txt: \"k\\n\"}\n"
+        "    check: {command: 'test -x deploy.sh && test -f sub/keep.txt'}\n"
+    )
+
+    def chmods(request: ChatRequest) -> AssistantMessage:
+        seen = [m for m in request.messages if m.role == "tool"]
+        return _shell("chmod +x deploy.sh") if not seen else AssistantMessage(content="done")
+
+    variant = _variant("chmod", chmods)
+    run_suite(load_suite(tmp_path / "suite.yaml"), [variant])
+    [result] = variant.results
+    assert result.passed, result.failures
