@@ -268,7 +268,7 @@ def test_a_task_can_change_its_files_mode_as_their_owner_would(tmp_path: Path) -
     uid (so under root this task could never pass before)."""
     (tmp_path / "suite.yaml").write_text(
         "name: modes\ntasks:\n  - id: chmod\n    prompt: Make deploy.sh executable.\n"
-        "    files: {deploy.sh: \"echo hi\\n\", sub/keep.txt: \"k\\n\"}\n"
+        '    files: {deploy.sh: "echo hi\\n", sub/keep.txt: "k\\n"}\n'
         "    check: {command: 'test -x deploy.sh && test -f sub/keep.txt'}\n"
     )
 
