@@ -27,9 +27,11 @@ first 3 lines" is ``first_lines``, not ``reverse_lines``, whose description says
 first"). One is offered (at most ``secondary_slots``) only where ``secondary_weight`` of its
 score still matches at least as well as the best other tool: below the two thirds at which a
 recipe named like a narrow tool (``count_lines_with`` beside ``count_lines``) would tie with it.
-Once offered, it is judged by its whole score like any tool, so the tools that match less than
-``relative`` as well drop out ("what is the character count of memo.md" is
-``count_characters`` alone).
+With ``covering``, one also comes where it holds every word of the message that the best other
+tool holds, and more: "make deploy.sh executable" is ``make_executable``, which holds "make"
+and "executable", where ``make_folder`` holds only "make". Once offered, it is judged by its
+whole score like any tool, so the tools that match less than ``relative`` as well drop out
+("what is the character count of memo.md" is ``count_characters`` alone).
 Among tools that score the same, the one taking as many workspace files (``enum`` arguments) as
 the message names comes first: "add up the numbers in a.txt and b.txt" is
 ``sum_numbers_in_both``, not ``sum_numbers``. The tools are shown in the order of their scores,
@@ -150,6 +152,7 @@ class LexicalToolSelector:
     secondary: Collection[str] = ()
     secondary_weight: float = 0.6
     secondary_slots: int = 1  # of the ``k``, at most this many go to secondary tools
+    covering: bool = True  # a secondary tool holding the best tool's words and more comes too
     look_first: bool = False
 
     def __call__(self, messages: Sequence[Message], specs: list[ToolSpec]) -> list[ToolSpec]:
@@ -197,11 +200,24 @@ class LexicalToolSelector:
         named_values = _named_choices(query, specs)
         named = len(named_values) if self.secondary else 0  # files named, for recipes' ties
         grounded = best > 0 or named > 0
+        # ... or where it holds every word the best other tool holds, and more ("make
+        # deploy.sh executable": ``make_folder`` holds "make", ``make_executable`` both).
+        leader = max(
+            (n for n in scores if n not in fixed | set(self.secondary)),
+            key=lambda n: scores[n],
+            default=None,
+        )
+        led = _matched(terms, docs[leader]) if leader is not None and best > 0 else set()
         admitted = sorted(
             (
                 n
                 for n in self.secondary
-                if grounded and scores.get(n, 0) > 0 and scores[n] * self.secondary_weight >= best
+                if grounded
+                and scores.get(n, 0) > 0
+                and (
+                    scores[n] * self.secondary_weight >= best
+                    or (self.covering and led < _matched(terms, docs[n]))
+                )
             ),
             key=lambda n: (-scores[n], _misfit(by_name[n], named)),
         )[: self.secondary_slots]
@@ -280,6 +296,10 @@ def _misfit(spec: ToolSpec, named: int) -> int:
 
 def _document(spec: ToolSpec) -> str:
     return f"{spec.function.name.replace('_', ' ')} {spec.function.description or ''}"
+
+
+def _matched(terms: set[str], doc: set[str]) -> set[str]:
+    return {t for t in terms if _holds(doc, t)}
 
 
 def _holds(doc: set[str], term: str) -> bool:

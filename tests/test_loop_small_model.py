@@ -170,7 +170,12 @@ def test_secondary_tools_come_only_where_they_match_clearly_better_and_within_th
         "count_lines", "count_lines_with", "answer"
     ]  # fmt: skip
     assert pick("count the lines of a.txt") == ["count_lines", "answer"]
-    assert pick("how many lines in a.txt contain foo") == ["count_lines", "answer"]
+    # It also comes where it holds every word the best narrow tool holds, and more: "contain"
+    # is a word count_lines does not have.
+    assert pick("how many lines in a.txt contain foo") == [
+        "count_lines", "count_lines_with", "answer"
+    ]  # fmt: skip
+    assert pick("how many lines in a.txt contain foo", covering=False) == ["count_lines", "answer"]
     # Where it matches better it comes beside the narrow tool, within its slots.
     assert pick("count lines of a.txt that contain foo") == [
         "count_lines", "count_lines_with", "answer"
@@ -181,6 +186,37 @@ def test_secondary_tools_come_only_where_they_match_clearly_better_and_within_th
     # Once offered it is judged by its whole score: count_lines matches less than half as well.
     assert pick("count the characters of a.txt") == ["count_characters", "answer"]
     assert pick("hi there!") == ["answer"]
+
+
+def make_folder(path: str) -> str:
+    """Make a new folder (directory)."""
+    return path
+
+
+def make_executable(path: str) -> str:
+    """Make a file or script executable: chmod +x, give it permission to run."""
+    return path
+
+
+def test_a_recipe_holding_the_narrow_tools_words_and_more_is_offered() -> None:
+    fns = (make_folder, count_lines, make_executable, answer)
+    specs = Toolbox([function_tool(f) for f in fns]).specs()
+    # A weight at which the recipe's score alone would not bring it here.
+    select = LexicalToolSelector(
+        k=3, always=["answer"], secondary=["make_executable"], secondary_weight=0.3
+    )
+
+    def pick(text: str) -> list[str]:
+        return [t.function.name for t in select([UserMessage(content=text)], specs)]
+
+    # make_folder matches "make", make_executable "make" and "executable": it comes, and
+    # make_folder, matching less than half as well, drops out.
+    assert pick("make deploy.sh executable") == ["make_executable", "answer"]
+    select.covering = False
+    assert pick("make deploy.sh executable") == ["make_folder", "answer"]
+    select.covering = True
+    # Where the recipe holds only the narrow tool's words, the narrow tool stays alone.
+    assert pick("make a folder called logs") == ["make_folder", "answer"]
 
 
 def sum_numbers(path: str) -> str:
