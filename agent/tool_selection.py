@@ -177,20 +177,21 @@ class LexicalToolSelector:
         docs = {s.function.name: set(words(_document(s))) for s in specs}
         # Secondary tools never change how the others score: rarity counts among the others.
         # (A secondary tool counts as one more tool, among which it holds its own words.)
-        primary = [doc for name, doc in docs.items() if name not in self.secondary]
-        found = {t: sum(1 for doc in primary if _holds(doc, t)) for t in terms}
+        held = {name: {t for t in terms if _holds(doc, t)} for name, doc in docs.items()}
+        primary = [name for name in docs if name not in self.secondary]
+        found = {t: sum(1 for name in primary if t in held[name]) for t in terms}
         scores = {
             name: (
-                _score(terms, doc, found, len(primary), set(words(name.replace("_", " "))), 1)
+                _score(mine, found, len(primary), set(words(name.replace("_", " "))), 1)
                 if name in self.secondary
-                else _score(terms, doc, found, len(primary), set(), 0)
+                else _score(mine, found, len(primary), set(), 0)
             )
-            for name, doc in docs.items()
+            for name, mine in held.items()
         }
         fixed = {*self.always, *self.general}
-        best = max(
-            (v for n, v in scores.items() if n not in fixed | set(self.secondary)), default=0.0
-        )
+        others = [n for n in scores if n not in fixed and n not in self.secondary]
+        leader = max(others, key=lambda n: scores[n], default=None)  # the best other tool
+        best = scores[leader] if leader is not None else 0.0
         # A secondary tool comes only where its weighted score matches at least as well as the
         # best other tool; once it comes, it is judged by its whole score like the others.
         # Where no other tool matches and the message names nothing of the workspace (a
@@ -202,22 +203,14 @@ class LexicalToolSelector:
         grounded = best > 0 or named > 0
         # ... or where it holds every word the best other tool holds, and more ("make
         # deploy.sh executable": ``make_folder`` holds "make", ``make_executable`` both).
-        leader = max(
-            (n for n in scores if n not in fixed | set(self.secondary)),
-            key=lambda n: scores[n],
-            default=None,
-        )
-        led = _matched(terms, docs[leader]) if leader is not None and best > 0 else set()
+        led = held[leader] if leader is not None else set()
         admitted = sorted(
             (
                 n
                 for n in self.secondary
                 if grounded
                 and scores.get(n, 0) > 0
-                and (
-                    scores[n] * self.secondary_weight >= best
-                    or (self.covering and led < _matched(terms, docs[n]))
-                )
+                and (scores[n] * self.secondary_weight >= best or (self.covering and led < held[n]))
             ),
             key=lambda n: (-scores[n], _misfit(by_name[n], named)),
         )[: self.secondary_slots]
@@ -298,23 +291,16 @@ def _document(spec: ToolSpec) -> str:
     return f"{spec.function.name.replace('_', ' ')} {spec.function.description or ''}"
 
 
-def _matched(terms: set[str], doc: set[str]) -> set[str]:
-    return {t for t in terms if _holds(doc, t)}
-
-
 def _holds(doc: set[str], term: str) -> bool:
     return any(_same(term, w) for w in doc)
 
 
-def _score(
-    terms: set[str], doc: set[str], found: Mapping[str, int], n: int, name: set[str], more: int
-) -> float:
-    """Each matching word's rarity among ``n`` tools (``found[t]`` of them hold it; ``more`` is
-    added to both for a tool outside them); a word of ``name`` counts half again."""
+def _score(held: set[str], found: Mapping[str, int], n: int, name: set[str], more: int) -> float:
+    """Each word the tool holds (``held``) weighed by its rarity among ``n`` tools (``found[t]``
+    of them hold it; ``more`` is added to both for a tool outside them); a word of ``name``
+    counts half again."""
     total = 0.0
-    for term in terms:
-        if not _holds(doc, term):
-            continue
+    for term in held:
         weight = NAME_BONUS if _holds(name, term) else 1.0
         total += weight * math.log(1 + (n + more) / (found[term] + more))
     return total

@@ -192,6 +192,9 @@ async def _in_thread(
     try:
         while (item := await queue.get()) is not _DONE:
             yield item  # type: ignore[misc]
+        # The thread has sent its last event and is returning: once it has, the session is
+        # released (the callback above runs first), before the page's stream ends.
+        await worker
     finally:
         if not worker.done():
             turn.context.stop()
