@@ -131,7 +131,7 @@ def create_app(config: WebConfig) -> Starlette:
         if not body.message.strip() and not body.files:
             return JSONResponse({"error": "the message is empty"}, status_code=400)
         try:
-            if chats.busy(name):
+            if not await chats.settle(name):
                 return JSONResponse({"error": "a turn is already running here"}, status_code=409)
             text = await _with_files(config, body)
         except FilesRefused as exc:

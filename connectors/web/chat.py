@@ -75,6 +75,20 @@ class WebChats:
         """Whether the tab's session has a turn running."""
         return self.chat(name).running is not None
 
+    async def settle(self, name: str, grace_s: float = STOP_GRACE_S) -> bool:
+        """Whether the tab's session is free for a turn, once a stopped turn has ended.
+
+        A turn that was stopped (its page closed or reloaded, or Stop pressed) still writes its
+        last tool result; a message sent meanwhile waits for that, up to ``grace_s``, rather than
+        being refused. A turn still running normally is not waited for.
+        """
+        deadline = asyncio.get_running_loop().time() + grace_s
+        while (running := self.chat(name).running) is not None:
+            if not running.cancel.is_set() or asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
     async def play(self, name: str, text: str) -> AsyncGenerator[dict[str, Any], None]:
         """Run one turn; yields what the page shows, as it happens.
 

@@ -75,3 +75,59 @@ def test_a_cancelled_stream_keeps_the_session_until_its_thread_ends(tmp_path: Pa
 async def _drain(events: object) -> None:
     async for _ in events:  # type: ignore[attr-defined]
         pass
+
+
+def test_a_message_sent_while_a_stopped_turn_ends_waits_for_it(tmp_path: Path) -> None:
+    chats = WebChats(slow_to_stop, tmp_path / "sessions", ask_timeout_s=5)
+
+    async def scenario() -> tuple[bool, bool]:
+        seen = asyncio.Event()
+
+        async def page() -> None:
+            async for shown in chats.play("tab", "long job"):
+                if shown["type"] == "tool_result":
+                    seen.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(page)
+            await asyncio.wait_for(seen.wait(), 10)
+            group.cancel_scope.cancel()
+        busy_when_sent = chats.busy("tab")
+        # The next message comes at once, as from a reloaded tab: it waits, it is not refused.
+        return busy_when_sent, await chats.settle("tab")
+
+    try:
+        busy_when_sent, free = asyncio.run(scenario())
+    finally:
+        chats.close()
+    assert busy_when_sent, "the stopped turn had already ended: nothing was waited for"
+    assert free
+
+
+def test_a_turn_still_running_is_not_waited_for(tmp_path: Path) -> None:
+    chats = WebChats(slow_to_stop, tmp_path / "sessions", ask_timeout_s=5)
+
+    async def scenario() -> tuple[bool, float]:
+        seen = asyncio.Event()
+        events = chats.play("tab", "long job")
+
+        async def page() -> None:
+            async for shown in events:
+                if shown["type"] == "tool_result":
+                    seen.set()
+
+        task = asyncio.create_task(page())
+        await asyncio.wait_for(seen.wait(), 10)
+        started = time.monotonic()
+        free = await chats.settle("tab")
+        waited = time.monotonic() - started
+        chats.stop("tab")
+        await task
+        return free, waited
+
+    try:
+        free, waited = asyncio.run(scenario())
+    finally:
+        chats.close()
+    assert not free
+    assert waited < 1.0
