@@ -153,6 +153,7 @@ class LexicalToolSelector:
     secondary_weight: float = 0.6
     secondary_slots: int = 1  # of the ``k``, at most this many go to secondary tools
     covering: bool = True  # a secondary tool holding the best tool's words and more comes too
+    steps: bool = False  # each step of a request of several keeps its best tool, past ``k``
     look_first: bool = False
 
     def __call__(self, messages: Sequence[Message], specs: list[ToolSpec]) -> list[ToolSpec]:
@@ -180,14 +181,13 @@ class LexicalToolSelector:
         held = {name: {t for t in terms if _holds(doc, t)} for name, doc in docs.items()}
         primary = [name for name in docs if name not in self.secondary]
         found = {t: sum(1 for name in primary if t in held[name]) for t in terms}
-        scores = {
-            name: (
-                _score(mine, found, len(primary), set(words(name.replace("_", " "))), 1)
-                if name in self.secondary
-                else _score(mine, found, len(primary), set(), 0)
-            )
-            for name, mine in held.items()
-        }
+
+        def score(name: str, mine: set[str]) -> float:
+            if name in self.secondary:
+                return _score(mine, found, len(primary), set(words(name.replace("_", " "))), 1)
+            return _score(mine, found, len(primary), set(), 0)
+
+        scores = {name: score(name, mine) for name, mine in held.items()}
         fixed = {*self.always, *self.general}
         others = [n for n in scores if n not in fixed and n not in self.secondary]
         leader = max(others, key=lambda n: scores[n], default=None)  # the best other tool
@@ -227,6 +227,14 @@ class LexicalToolSelector:
             key=lambda s: (-scores[s.function.name], _misfit(s, named)),
         )
         keep = {s.function.name for s in ranked[: self.k]}
+        if self.steps:
+            # "copy a.txt as b.txt; in b.txt, replace x by y": the best tool of each step stays.
+            eligible = [s.function.name for s in ranked]
+            for step in _steps(query):
+                mine = {n: held[n] & step for n in eligible}
+                top = max(eligible, key=lambda n: score(n, mine[n]), default=None)
+                if top is not None and mine[top]:
+                    keep.add(top)
         cued = {s.function.name for s in specs if s.function.name in self.cued}  # cue matched
         alone = cued & set(self.alone)
         if alone:
@@ -251,6 +259,17 @@ class LexicalToolSelector:
         if self.look_first and first_reply and keep:
             return shown, [s.function.name for s in shown if s.function.name in keep]
         return shown, None
+
+
+_STEP_BREAK = re.compile(r";|[.!?](?=\s|$)|\b(?:and|then)\b")
+
+
+def _steps(query: str) -> list[set[str]]:
+    """The words of each step of a request that asks for several ("..., then ...", "... and
+    ...", "...; ..."); empty for a request of one step."""
+    found = [set(words(part)) for part in _STEP_BREAK.split(query.lower())]
+    found = [step for step in found if step]
+    return found if len(found) > 1 else []
 
 
 def _cued(cue: Sequence[str] | Callable[[str], bool], query: str) -> bool:

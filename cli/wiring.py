@@ -206,6 +206,7 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
                 cued=SMALL_MODEL_CUES,
                 alone=list(SMALL_MODEL_CUES),
                 secondary=_recipe_names(small),
+                steps=small.step_tools,
             )
             if small.select_tools
             else None

@@ -219,6 +219,41 @@ def test_a_recipe_holding_the_narrow_tools_words_and_more_is_offered() -> None:
     assert pick("make a folder called logs") == ["make_folder", "answer"]
 
 
+def copy_file(path: str, new_name: str) -> str:
+    """Copy a file to a new name."""
+    return path + new_name
+
+
+def replace_text(path: str, old: str, new: str) -> str:
+    """Replace a word or text by another in a file."""
+    return path + old + new
+
+
+def list_files(folder: str) -> str:
+    """List the files of a folder."""
+    return folder
+
+
+def test_each_step_of_a_request_keeps_its_best_tool_past_k() -> None:
+    fns = (copy_file, replace_text, list_files, count_lines, answer)
+    specs = Toolbox([function_tool(f) for f in fns]).specs()
+    select = LexicalToolSelector(k=1, always=["answer"])
+
+    def pick(text: str) -> list[str]:
+        return [t.function.name for t in select([UserMessage(content=text)], specs)]
+
+    two_steps = "copy notes.txt as list.txt, then replace the word dragon by mirror in list.txt"
+    assert pick(two_steps) == ["replace_text", "answer"]  # one tool: the copy is lost
+    select.steps = True
+    assert sorted(pick(two_steps)) == ["answer", "copy_file", "replace_text"]
+    assert sorted(pick("copy a.txt to b.txt; replace cat by dog in b.txt")) == [
+        "answer", "copy_file", "replace_text"
+    ]  # fmt: skip
+    # A request of one step is left as it was, and a step matching no tool adds none.
+    assert pick("replace the word dragon by mirror in list.txt") == ["replace_text", "answer"]
+    assert pick("replace the word dragon in a.txt and b.txt") == ["replace_text", "answer"]
+
+
 def sum_numbers(path: str) -> str:
     """Add up the numbers in a file."""
     return path
