@@ -262,12 +262,18 @@ class LexicalToolSelector:
 
 
 _STEP_BREAK = re.compile(r";|[.!?](?=\s|$)|\b(?:and|then)\b")
+_FILE_NAME = re.compile(r"[\w./-]*\w\.\w(?:[\w./-]*\w)?|[\w./-]+/")
 
 
 def _steps(query: str) -> list[set[str]]:
     """The words of each step of a request that asks for several ("..., then ...", "... and
-    ...", "...; ..."); empty for a request of one step."""
-    found = [set(words(part)) for part in _STEP_BREAK.split(query.lower())]
+    ...", "...; ..."), file and folder names left out; empty for a request of one step.
+
+    A name is what the step works on, not what it does: in "copy movies.txt as list.txt" the
+    step is a copy, not a listing.
+    """
+    parts = _STEP_BREAK.split(_FILE_NAME.sub(" ", query.lower()))
+    found = [set(words(part)) for part in parts]
     found = [step for step in found if step]
     return found if len(found) > 1 else []
 
