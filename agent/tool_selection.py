@@ -32,6 +32,11 @@ tool holds, and more: "make deploy.sh executable" is ``make_executable``, which 
 and "executable", where ``make_folder`` holds only "make". Once offered, it is judged by its
 whole score like any tool, so the tools that match less than ``relative`` as well drop out
 ("what is the character count of memo.md" is ``count_characters`` alone).
+With ``steps``, a request of several steps (split at "then", "and", ";" and sentence ends)
+keeps, beside the best ``k``, the tool that best matches each step's own words, file and
+folder names left out: "copy movies.txt as list.txt; in list.txt, replace dragon by mirror"
+keeps ``copy_file`` for its first step where the whole request ranks it below the best
+``k`` (a step's tool must still score at least ``relative`` of the best, like any tool).
 Among tools that score the same, the one taking as many workspace files (``enum`` arguments) as
 the message names comes first: "add up the numbers in a.txt and b.txt" is
 ``sum_numbers_in_both``, not ``sum_numbers``. The tools are shown in the order of their scores,
