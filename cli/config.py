@@ -56,10 +56,10 @@ class SmallModelSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     answer_tool: bool = True  # every reply is a tool call; `answer` is the final one
-    select_tools: int = Field(default=3, ge=0)  # offer only the best-matching N tools (0: all)
+    select_tools: int = Field(default=2, ge=0)  # offer only the best-matching N tools (0: all)
     # a request of several steps ("copy ..., then replace ...") keeps each step's best tool
     # beside the N (agent/tool_selection.py)
-    step_tools: bool = False
+    step_tools: bool = True
     repeat_guard: bool = True  # a repeated call is not run again; the answer tool comes next
     look_first: bool = True  # a task that matches a tool starts with a tool, not the answer
     # a call whose short values appear nowhere in the conversation is not run; the model is
