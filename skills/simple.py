@@ -103,12 +103,8 @@ def make_simple_tools(context: SkillContext) -> list[Tool]:
         names = sorted(
             e.name + ("/" if e.is_dir() else "") for e in os.scandir(root) if e.name != ".git"
         )
-        where = "The workspace" if folder in {".", ""} else folder
-        return (
-            f"{where} holds {_counted(names)}: {', '.join(names)}."
-            if names
-            else f"{where} is empty."
-        )
+        where = "the workspace" if folder in {".", ""} else folder
+        return f"Files in {where}: {', '.join(names)}." if names else f"{where} is empty."
 
     def find_text(text: Annotated[str, Field(description="the word or text to look for")]) -> str:
         """Search the files: find which file contains, mentions, has or talks about a word or text,
@@ -242,15 +238,3 @@ def make_simple_tools(context: SkillContext) -> list[Tool]:
         make_command_tool(context),
         ruled(answer, ANSWER_TOOL, "read", None),
     ]
-
-
-def _counted(names: list[str]) -> str:
-    """'4 files and 2 folders': a listing says how many, which a small model cannot count."""
-    folders = sum(1 for name in names if name.endswith("/"))
-    files = len(names) - folders
-    parts = [
-        f"{n} {word if n == 1 else word + 's'}"
-        for n, word in ((files, "file"), (folders, "folder"))
-        if n
-    ]
-    return " and ".join(parts)
