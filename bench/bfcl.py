@@ -230,7 +230,10 @@ def _profile_selector() -> LexicalToolSelector:
 
     small = SmallModelSettings()
     return LexicalToolSelector(
-        small.select_tools, always=[ANSWER_TOOL], look_first=small.look_first
+        small.select_tools,
+        always=[ANSWER_TOOL],
+        look_first=small.look_first,
+        steps=small.step_tools,
     )
 
 
