@@ -3,12 +3,12 @@ a length finish, and an unreadable call; the fake backend stands in for the mode
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from agent.backend import BackendEvent, Completion
 from agent.events import ErrorEvent, Event, FinalEvent, StepEvent, ToolResultEvent
 from agent.loop import AgentLoop
-from agent.messages import AssistantMessage, ChatRequest, ToolCall, UserMessage
+from agent.messages import AssistantMessage, ChatRequest, ToolCall, ToolSpec, UserMessage
 from agent.prompts import load_prompt, parse_prompt
 from agent.session import Session
 from agent.tool_selection import LexicalToolSelector, words
@@ -41,6 +41,15 @@ def run(loop: AgentLoop, task: str = "How many lines are in a.txt?") -> list[Eve
 
 def tools() -> Toolbox:
     return Toolbox([function_tool(f) for f in (count_lines, delete_file, answer)])
+
+
+def picker(select: LexicalToolSelector, specs: list[ToolSpec]) -> Callable[[str], list[str]]:
+    """The names of the tools ``select`` offers for a message, in the order they are shown."""
+
+    def pick(text: str) -> list[str]:
+        return [t.function.name for t in select([UserMessage(content=text)], specs)]
+
+    return pick
 
 
 def test_a_length_finish_is_an_error_not_an_answer() -> None:
@@ -162,7 +171,7 @@ def test_secondary_tools_come_only_where_they_match_clearly_better_and_within_th
 
     def pick(text: str, **kw: object) -> list[str]:
         select = LexicalToolSelector(k=3, always=["answer"], secondary=recipes, **kw)  # type: ignore[arg-type]
-        return [t.function.name for t in select([UserMessage(content=text)], specs)]
+        return picker(select, specs)(text)
 
     # As a plain tool the recipe would be offered; as a secondary one it must match at least as
     # well as count_lines after its weight, and here it does not.
@@ -205,10 +214,7 @@ def test_a_recipe_holding_the_narrow_tools_words_and_more_is_offered() -> None:
     select = LexicalToolSelector(
         k=3, always=["answer"], secondary=["make_executable"], secondary_weight=0.3
     )
-
-    def pick(text: str) -> list[str]:
-        return [t.function.name for t in select([UserMessage(content=text)], specs)]
-
+    pick = picker(select, specs)
     # make_folder matches "make", make_executable "make" and "executable": it comes, and
     # make_folder, matching less than half as well, drops out.
     assert pick("make deploy.sh executable") == ["make_executable", "answer"]
@@ -238,10 +244,7 @@ def test_each_step_of_a_request_keeps_its_best_tool_past_k() -> None:
     fns = (copy_file, replace_text, list_files, count_lines, answer)
     specs = Toolbox([function_tool(f) for f in fns]).specs()
     select = LexicalToolSelector(k=1, always=["answer"])
-
-    def pick(text: str) -> list[str]:
-        return [t.function.name for t in select([UserMessage(content=text)], specs)]
-
+    pick = picker(select, specs)
     two_steps = "copy notes.txt as list.txt, then replace the word dragon by mirror in list.txt"
     assert pick(two_steps) == ["replace_text", "answer"]  # one tool: the copy is lost
     select.steps = True
@@ -270,10 +273,7 @@ def test_the_best_match_is_shown_last_nearest_the_message() -> None:
     fns = (answer, count_characters, count_lines_with, count_lines, delete_file)
     specs = Toolbox([function_tool(f) for f in fns]).specs()
     select = LexicalToolSelector(k=3, always=["answer"])
-
-    def pick(text: str) -> list[str]:
-        return [t.function.name for t in select([UserMessage(content=text)], specs)]
-
+    pick = picker(select, specs)
     assert pick("count lines of a.txt that contain foo") == [
         "count_lines", "count_lines_with", "answer"
     ]  # fmt: skip
@@ -290,10 +290,7 @@ def test_among_equal_matches_the_tool_taking_as_many_files_as_named_wins() -> No
     select = LexicalToolSelector(
         k=1, always=["answer"], secondary=["sum_numbers", "sum_numbers_in_both"]
     )
-
-    def pick(text: str) -> list[str]:
-        return [t.function.name for t in select([UserMessage(content=text)], specs)]
-
+    pick = picker(select, specs)
     assert pick("add up the numbers in a.txt and b.txt") == ["sum_numbers_in_both", "answer"]
     assert pick("add up the numbers in b.txt") == ["sum_numbers", "answer"]
 
@@ -310,10 +307,7 @@ def test_a_question_for_the_model_itself_gets_no_recipe() -> None:
     fns = (count_lines, delete_file, largest_file, answer)
     specs = Toolbox([function_tool(f) for f in fns]).specs()
     select = LexicalToolSelector(k=3, always=["answer"], secondary=["largest_file"])
-
-    def pick(text: str) -> list[str]:
-        return [t.function.name for t in select([UserMessage(content=text)], specs)]
-
+    pick = picker(select, specs)
     assert words("What's the workspace's top folder?") == ["workspace", "top", "folder"]
     assert pick("What's the French for flower?") == ["answer"]
     assert pick("what is the largest planet in our solar system?") == ["answer"]
@@ -332,10 +326,7 @@ def test_the_general_tool_comes_with_any_match_or_a_named_file_and_never_for_cha
     # The workspace's files, as the toolbox offers them to a grammar-constrained model.
     specs[0].function.parameters["properties"]["path"]["enum"] = ["nums.txt", "docs/"]
     select = LexicalToolSelector(k=1, always=["answer"], general=["run_command"])
-
-    def pick(text: str) -> list[str]:
-        return [t.function.name for t in select([UserMessage(content=text)], specs)]
-
+    pick = picker(select, specs)
     assert pick("how many lines in x?") == ["run_command", "count_lines", "answer"]
     # No tool's words match "largest number", but the message names a workspace file.
     assert pick("What is the largest number in nums.txt?") == ["run_command", "answer"]

@@ -38,19 +38,7 @@ def test_a_cancelled_stream_keeps_the_session_until_its_thread_ends(tmp_path: Pa
     chats = WebChats(slow_to_stop, tmp_path / "sessions", ask_timeout_s=5)
 
     async def scenario() -> list[bool]:
-        seen = asyncio.Event()
-
-        async def page() -> None:
-            async for shown in chats.play("tab", "long job"):
-                if shown["type"] == "tool_result":
-                    seen.set()
-
-        # As the server's streaming response does when its client goes away: the stream's
-        # task group is cancelled, and anyio keeps cancelling every await inside it.
-        async with anyio.create_task_group() as group:
-            group.start_soon(page)
-            await asyncio.wait_for(seen.wait(), 10)
-            group.cancel_scope.cancel()
+        await _close_the_page_mid_turn(chats)
         busy_right_after = chats.busy("tab")
         deadline = time.monotonic() + 10
         while chats.busy("tab") and time.monotonic() < deadline:
@@ -72,6 +60,23 @@ def test_a_cancelled_stream_keeps_the_session_until_its_thread_ends(tmp_path: Pa
     ]
 
 
+async def _close_the_page_mid_turn(chats: WebChats) -> None:
+    """Start the long job on the tab, and close its page once the job's first result shows."""
+    seen = asyncio.Event()
+
+    async def page() -> None:
+        async for shown in chats.play("tab", "long job"):
+            if shown["type"] == "tool_result":
+                seen.set()
+
+    # As the server's streaming response does when its client goes away: the stream's task
+    # group is cancelled, and anyio keeps cancelling every await inside it.
+    async with anyio.create_task_group() as group:
+        group.start_soon(page)
+        await asyncio.wait_for(seen.wait(), 10)
+        group.cancel_scope.cancel()
+
+
 async def _drain(events: object) -> None:
     async for _ in events:  # type: ignore[attr-defined]
         pass
@@ -81,17 +86,7 @@ def test_a_message_sent_while_a_stopped_turn_ends_waits_for_it(tmp_path: Path) -
     chats = WebChats(slow_to_stop, tmp_path / "sessions", ask_timeout_s=5)
 
     async def scenario() -> tuple[bool, bool]:
-        seen = asyncio.Event()
-
-        async def page() -> None:
-            async for shown in chats.play("tab", "long job"):
-                if shown["type"] == "tool_result":
-                    seen.set()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(page)
-            await asyncio.wait_for(seen.wait(), 10)
-            group.cancel_scope.cancel()
+        await _close_the_page_mid_turn(chats)
         busy_when_sent = chats.busy("tab")
         # The next message comes at once, as from a reloaded tab: it waits, it is not refused.
         return busy_when_sent, await chats.settle("tab")
