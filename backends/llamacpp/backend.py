@@ -44,7 +44,6 @@ import atexit
 import codecs
 import json
 import os
-import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -62,6 +61,7 @@ from backends.gguf.default_model import (
 )
 from backends.local.chat_template import ChatTemplate
 from backends.local.cpu_features import cpu_flags
+from backends.local.json_gbnf import json_gbnf
 from backends.local.runaway import RunawayDetector
 from backends.local.stop_text import StopStringMatcher
 from backends.local.tool_format import HERMES, ToolCallFormat
@@ -170,12 +170,7 @@ def _new_llama(
 
 
 def default_extra_buffers() -> bool:
-    """A request's ``response_format`` (a JSON schema) is a plain grammar from the first token: the
-    GBNF llama.cpp's converter makes from the schema, with no whitespace between tokens, so the
-    reply can only be compact JSON valid for the schema, then an end-of-turn token. It takes the
-    place of the tool-call grammar for that request.
-
-    Extra buffer types (AMX, weight repacking) unless the CPU advertises AMX.
+    """Extra buffer types (AMX, weight repacking) unless the CPU advertises AMX.
 
         Some virtual machines advertise AMX but fault on its instructions, which kills the process
         with SIGILL in the middle of a matrix product; set CLAWLOOP_LLAMACPP_EXTRA_BUFFERS=1 to
@@ -201,16 +196,12 @@ def schema_gbnf(schema: dict[str, Any]) -> str:
     text = json.dumps(schema, sort_keys=True)
     key = ("response_format", text, 0)
     if key not in _GRAMMARS:
-        from llama_cpp.llama_grammar import json_schema_to_gbnf
-
         try:
-            rules = json_schema_to_gbnf(text)
+            _GRAMMARS[key] = json_gbnf(text)
         except (AssertionError, ValueError, KeyError, TypeError, NotImplementedError) as exc:
             raise BackendError(
                 f"response_format: llama.cpp cannot turn this schema into a grammar ({exc})"
             ) from None
-        # Small models otherwise wander into runs of whitespace between the JSON tokens.
-        _GRAMMARS[key] = re.sub(r"^space ::= .*$", 'space ::= ""', rules, flags=re.M)
     return _GRAMMARS[key]
 
 

@@ -78,7 +78,7 @@ def _calls_from_block(body: str) -> list[ToolCall]:
     """One block's calls; a block that is not a well-formed call still yields one ToolCall."""
     raw = body.strip()
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, strict=False)  # a raw newline in a string is still meant as one
     except (json.JSONDecodeError, RecursionError):
         return [_malformed(raw)]
     if isinstance(data, list) and data and all(_call_from_object(item) for item in data):
@@ -114,7 +114,7 @@ def _bare_call(text: str) -> ToolCall | None:
     if not (stripped.startswith("{") and stripped.endswith("}")):
         return None
     try:
-        data = json.loads(stripped)
+        data = json.loads(stripped, strict=False)
     except (json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(data, dict) or not ({"arguments", "parameters"} & set(data)):

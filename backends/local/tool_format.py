@@ -26,6 +26,7 @@ from typing import Any
 
 from agent.messages import ToolSpec
 from backends.local.content_stream import ContentStream
+from backends.local.json_gbnf import json_gbnf
 from backends.local.parsing import ParsedOutput, parse_output
 from backends.local.tool_grammar import tool_call_schema_json
 
@@ -72,12 +73,9 @@ class ToolCallFormat:
         The JSON is pinned to the layout the chat template writes back (``", "`` and ``": "``,
         no other whitespace), so the generated turn re-renders as the same text.
         """
-        from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-        json_rules = json_schema_to_gbnf(tool_call_schema_json(tools, self.arguments_key))
+        json_rules = json_gbnf(tool_call_schema_json(tools, self.arguments_key))
         json_rules = re.sub(r"^root ::=", "clawloop-call-json ::=", json_rules, flags=re.M)
         json_rules = json_rules.replace('"," space', '", "').replace('":" space', '": "')
-        json_rules = re.sub(r"^space ::= .*$", 'space ::= ""', json_rules, flags=re.M)
         nl = "\n" if self.newline else ""
         open_tag, close_tag = _gbnf_text(self.open + nl), _gbnf_text(nl + self.close)
         if self.as_list:

@@ -90,6 +90,16 @@ def test_json_answer_without_arguments_is_content():
     assert parse_output(text) == AssistantMessage(content=text)
 
 
+def test_a_raw_newline_inside_a_string_is_read_as_one():
+    # Strict JSON refuses control characters in strings; a model that writes a line break
+    # inside its answer means the line break, so the call is read, not turned into an error.
+    body = '{"name": "answer", "arguments": {"text": "printed:\nANCHOR\tISLAND"}}'
+    message = parse_output(f"{OPEN}{body}{CLOSE}")
+    assert calls_of(message) == [("answer", {"text": "printed:\nANCHOR\tISLAND"})]
+    bare = parse_output('{"name": "answer", "arguments": {"text": "a\nb"}}')
+    assert calls_of(bare) == [("answer", {"text": "a\nb"})]
+
+
 def test_bad_json_keeps_the_name_and_the_raw_text():
     body = '{"name": "read", "arguments": {"path": "a.txt"'
     message = parse_output(f"{OPEN}{body}{CLOSE}")

@@ -83,3 +83,17 @@ def test_gbnf_compiles_in_llama_cpp(tools: list[ToolSpec]):
     for fmt in (MISTRAL, LLAMA3):  # the other formats' grammars compile too
         for max_calls in (1, 4):
             llama_cpp.LlamaGrammar.from_string(fmt.gbnf(tools, max_calls), verbose=False)
+
+
+def test_gbnf_strings_are_json_strings(tools: list[ToolSpec]):
+    """llama-cpp-python's converter lets a raw newline into a string, which no JSON parser
+    takes; the grammar built here follows JSON. Checked with xgrammar's matcher on the same
+    GBNF text, as llama-cpp-python exposes no way to test a string against a grammar."""
+    pytest.importorskip("llama_cpp")
+    xgr = pytest.importorskip("xgrammar")
+    grammar = xgr.Grammar.from_ebnf(HERMES.gbnf(tools))
+    call = '<tool_call>\n{"name": "weather", "arguments": {"city": "%s"}}\n</tool_call>'
+    accepts = xgr.testing._is_grammar_accept_string
+    assert accepts(grammar, call % "Oslo\\nBergen \\u00e9")
+    for raw in ("Oslo\nBergen", "Oslo\tBergen", "bell\x07"):
+        assert not accepts(grammar, call % raw), repr(raw)
