@@ -1,7 +1,8 @@
 """Teaching the agent new task families through the flywheel, measured on fresh instances.
 
     python bench/new_family.py screen --family F ... [--count 5]
-    python bench/new_family.py draw --family F ... --count 5 --seed 777 --avoid S.yaml --out X.yaml
+    python bench/new_family.py draw --family F ... --count 5 --seed 777 \\
+        --avoid S.yaml [--avoid T.yaml ...] --out X.yaml
     python bench/new_family.py teach --family F1 --family F2 --family F3 \\
         [--train 30] [--fresh 20] [--by teacher|search] [--out new-family/]
 
@@ -284,7 +285,12 @@ def _taught_by_search(
 
 def draw_suite(args: argparse.Namespace) -> None:
     """``--count`` fresh tasks of each family, with distinct prompts, written to ``--out``."""
-    avoid = load_suite(Path(args.avoid)) if args.avoid else None
+    suites = [load_suite(Path(path)) for path in args.avoid or []]
+    # Ids are unique within a suite only: each held task is renamed by its suite's place.
+    held = [
+        t.model_copy(update={"id": f"{i}:{t.id}"}) for i, s in enumerate(suites) for t in s.tasks
+    ]
+    avoid = Suite(name="avoid", tasks=held) if held else None
     drawn = draw(args.family, args.count + SPARE, args.seed, avoid)
     items = _unique_prompts(drawn, args.count)
     write_suite(Path(args.out), Path(args.out).stem, items)
@@ -304,7 +310,9 @@ def main() -> None:
     draw_p.add_argument("--family", action="append", required=True)
     draw_p.add_argument("--count", type=int, default=5, help="tasks per family")
     draw_p.add_argument("--seed", type=int, default=FRESH_SEED)
-    draw_p.add_argument("--avoid", help="a suite whose prompts are not drawn")
+    draw_p.add_argument(
+        "--avoid", action="append", help="a suite whose prompts are not drawn; repeatable"
+    )
     draw_p.add_argument("--out", required=True, help="the suite file to write")
     teach_p = sub.choices["teach"]
     teach_p.add_argument("--train", type=int, default=30, help="training tasks per family")
