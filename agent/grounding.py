@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from agent.messages import Message, ToolCall
+from agent.messages import Message, ToolCall, ToolSpec
 from agent.tools import Tool
 
 # Who decided a call was not run (the ``decided_by`` of its observation).
@@ -31,6 +31,9 @@ COMPOSED_WORDS = 3
 # Arguments named like this hold what the model writes (a file's new text, a replacement, a
 # command line), which may rightly be a word nobody said: "print" for a typo "pirnt".
 COMPOSED_NAMES = frozenset({"content", "new", "line", "command", "body", "code"})
+
+# A refusal names at most this many tools that could find a guessed value.
+MAX_NAMED_LOOKUPS = 3
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: my_name is two words
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
@@ -92,12 +95,49 @@ def guessed(call: ToolCall, tool: Tool | None, messages: Sequence[Message]) -> l
     return made_up(args, tool.parameters, Grounds.of(messages))
 
 
-def refusal(missing: Sequence[str], answer_tool: str) -> str:
-    """The observation for a call that was not run, written for the model."""
-    return (
-        f"error: not run, because nothing in this conversation gave {', '.join(missing)}. "
-        f"Do not guess values: call {answer_tool} to reply, and ask for what is missing."
-    )
+def refuse_guess(
+    call: ToolCall,
+    tool: Tool | None,
+    messages: Sequence[Message],
+    offered: Sequence[ToolSpec],
+    answer_tool: str,
+) -> tuple[str, list[str]] | None:
+    """For a call built from values ``messages`` never gave: the observation that refuses it,
+    and the tools callable next (the offered tools that could find what was guessed, then the
+    answer); None for a call that is grounded."""
+    missing = guessed(call, tool, messages)
+    if not missing:
+        return None
+    others = [spec for spec in offered if spec.function.name != answer_tool]
+    found = lookups(missing, call.function.name, others)
+    return refusal(missing, answer_tool, found), [*found, answer_tool]
+
+
+def refusal(missing: Sequence[str], answer_tool: str, lookups: Sequence[str] = ()) -> str:
+    """The observation for a call that was not run, written for the model; ``lookups`` are the
+    tools it may call next to find what it guessed (see :func:`lookups`)."""
+    head = f"error: not run, because nothing in this conversation gave {', '.join(missing)}. "
+    if lookups:
+        tools = " or ".join(lookups) if len(lookups) <= MAX_NAMED_LOOKUPS else "another tool"
+        return head + (
+            f"Do not guess values: call {tools} to find it, or call {answer_tool} to ask for "
+            "what is missing."
+        )
+    return head + f"Do not guess values: call {answer_tool} to reply, and ask for what is missing."
+
+
+def lookups(missing: Sequence[str], refused: str, offered: Sequence[ToolSpec]) -> list[str]:
+    """The offered tools that could find what a refused call guessed: every one but the refused
+    tool that does not itself need an argument of a guessed value's name. A guessed file for
+    ``read_file(path)`` leaves ``find_text(text)``, which finds the file that holds a word; a
+    lone function whose arguments were made up leaves none."""
+    names = {m.split("=", 1)[0].split(".", 1)[0] for m in missing}
+    found = []
+    for spec in offered:
+        required = set((spec.function.parameters or {}).get("required", ()))
+        if spec.function.name != refused and not required & names:
+            found.append(spec.function.name)
+    return found
 
 
 def made_up(

@@ -25,7 +25,7 @@ from agent.events import (
     ToolResultEvent,
     UsageEvent,
 )
-from agent.grounding import GROUNDING, guessed, refusal
+from agent.grounding import GROUNDING, refuse_guess
 from agent.messages import (
     AssistantMessage,
     ChatRequest,
@@ -90,8 +90,8 @@ class AgentLoop:
     # the earlier result and, with an answer tool, offered only that tool next.
     repeat_guard: bool = False
     # With an answer tool: a call whose short values (names, places, numbers) appear nowhere in
-    # the conversation is not run (agent/grounding.py); the model is offered only the answer
-    # next, to reply or ask for what is missing.
+    # the conversation is not run (agent/grounding.py); next the model may call the answer, to
+    # ask for what is missing, or an offered tool that could find it (grounding.lookups).
     grounded_calls: bool = False
     # Stops a run that keeps making the same calls or hitting the same error (agent/progress).
     guards: GuardLimits | None = None
@@ -144,7 +144,7 @@ class AgentLoop:
     ) -> Iterator[Event]:
         done: dict[str, ToolResultEvent] = {}  # call -> result, for the repeat guard
         last_shown: list[dict[str, Any]] | None = None  # the tools the previous step showed
-        answer_only = False
+        only: list[str] | None = None  # the tools callable next, where a guard narrowed them
         progress = ProgressGuard(self.guards) if self.guards is not None else None
         while True:
             if usage.steps >= self.limits.max_steps:
@@ -171,14 +171,14 @@ class AgentLoop:
             completion: Completion | None = None
             began = time.monotonic()
             try:
-                request = self._request(session.window(), answer_only)
+                request = self._request(session.window(), only)
                 if self.compactor is not None:
                     compacted = self.compactor.check(session, request)
                     if compacted is not None:
                         yield compacted
-                        request = self._request(session.window(), answer_only)
+                        request = self._request(session.window(), only)
                     request, _cut = self.compactor.fit(request)
-                answer_only = False
+                only = None
                 for event in self.backend.generate(request):
                     if isinstance(event, TextDelta):
                         yield TokenEvent(event.text)
@@ -234,9 +234,9 @@ class AgentLoop:
                 made_up = self._made_up(call, session.messages, request)
                 if self.repeat_guard and key in done:
                     result = self._repeated(call, done[key])
-                    answer_only = self.answer_tool is not None
+                    only = [self.answer_tool] if self.answer_tool is not None else None
                 elif made_up is not None:
-                    result, answer_only = made_up, True
+                    result, only = made_up
                 else:
                     result = yield from self._dispatch(call, ctx)
                     if result.ok:
@@ -289,22 +289,25 @@ class AgentLoop:
 
     def _made_up(
         self, call: ToolCall, messages: Sequence[Message], request: ChatRequest
-    ) -> ToolResultEvent | None:
-        """The refusal of a call built from values the conversation never gave, or None. The
-        system prompt is the one ``request`` showed (with the memory as it is now)."""
+    ) -> tuple[ToolResultEvent, list[str]] | None:
+        """The refusal of a call built from values the conversation never gave, with the tools
+        callable next, or None. The system prompt is the one ``request`` showed (with the memory
+        as it is now)."""
         if not self.grounded_calls or self.answer_tool in (None, call.function.name):
             return None
         seen = list(messages)
         shown = request.messages[0] if request.messages else None
         if seen and isinstance(seen[0], SystemMessage) and isinstance(shown, SystemMessage):
             seen[0] = shown
-        missing = guessed(call, self.toolbox.get(call.function.name), seen)
-        if not missing:
+        tool = self.toolbox.get(call.function.name)
+        refused = refuse_guess(call, tool, seen, request.tools or [], self.answer_tool or "")
+        if refused is None:
             return None
-        text = refusal(missing, self.answer_tool or "")
-        return ToolResultEvent(
+        text, after = refused
+        result = ToolResultEvent(
             call.id, call.function.name, text, False, decision="invalid", decided_by=GROUNDING
         )
+        return result, after
 
     def examples_for(self, messages: Sequence[Message]) -> list[Message]:
         """The worked examples a request with ``messages`` shows: the fixed ones, or those
@@ -313,7 +316,7 @@ class AgentLoop:
             return list(self.examples)
         return self.pick_examples(messages, [t.function.name for t in self.toolbox.specs()])
 
-    def _request(self, messages: list[Message], answer_only: bool = False) -> ChatRequest:
+    def _request(self, messages: list[Message], only: list[str] | None = None) -> ChatRequest:
         d = self.decoding
         required = self.answer_tool is not None and self.toolbox.get(self.answer_tool) is not None
         sent = (
@@ -331,14 +334,14 @@ class AgentLoop:
         allowed: list[str] | None = None
         if self.select_tools is not None and tools:
             tools, allowed = self.select_tools.choose(list(messages), tools)
-        if answer_only and self.answer_tool is not None:
-            # The same tools stay shown (the prompt keeps its prefix); only the answer is callable.
-            if all(t.function.name != self.answer_tool for t in tools):
-                tools = [
-                    *tools,
-                    *(t for t in self.toolbox.specs() if t.function.name == self.answer_tool),
-                ]
-            allowed = [self.answer_tool]
+        if only:
+            # The same tools stay shown (the prompt keeps its prefix); only these are callable.
+            shown = {t.function.name for t in tools}
+            tools = [
+                *tools,
+                *(t for t in self.toolbox.specs() if t.function.name in set(only) - shown),
+            ]
+            allowed = list(only)
         return ChatRequest(
             model=self.model,
             messages=sent,

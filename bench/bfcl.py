@@ -15,16 +15,18 @@ How a BFCL case maps to a clawloop request (``--mapping``):
   clawloop's ``answer`` tool, the small profile's way of replying in text; ``tool_choice`` is
   "required", as the loop sets it when the answer tool is offered. A call to ``answer`` is a
   text reply: it is no function call in BFCL's terms (right for irrelevance, wrong elsewhere).
-  The profile's tool selection (top 3 tools) is not applied: every BFCL function is offered.
+  The profile's tool selection is not applied: every BFCL function is offered.
 - ``agent``: the ``clawloop`` request cut down by the small profile's tool selection, exactly
   as the agent loop applies it (``agent/tool_selection.py``, the defaults of ``[small]``): the
-  three BFCL functions whose words best match the question; none when no word matches (then
+  BFCL functions whose words best match the question (two, and the best of each step of a
+  request of several); none when no word matches (then
   only ``answer`` is offered); and since a question that matches a tool is looked into before
   it is answered (``look_first``), ``answer`` is held back by the grammar in that case. Then
   the profile's grounding check (``agent/grounding.py``, ``[small] grounded_calls``): a call
-  whose short values appear nowhere in the question is not run, and only ``answer`` is offered
-  next, so the reply is text. The report also scores the same replies with the check off
-  (``unchecked``).
+  whose short values appear nowhere in the question is not run; next the loop offers
+  ``answer``, and any offered function that does not need the made-up argument, and this
+  first-reply measure counts the case as no call. The report also scores the same replies
+  with the check off (``unchecked``).
 - ``bfcl``: BFCL's own request for a function-calling model: no system prompt, the BFCL
   functions as the tools, ``tool_choice`` left to the model ("auto"), so the grammar starts
   only if the model writes ``<tool_call>``.
@@ -98,7 +100,7 @@ class Outcome:
     error: str
     seconds: float
     # mapping agent: the values the loop's grounding check found nowhere in the question (the
-    # loop then runs no call and offers only the answer), and the verdict without that check
+    # loop then runs no call: no call, in BFCL's terms), and the verdict without that check
     guessed: list[str] = field(default_factory=list)
     unchecked: bool | None = None
 
@@ -289,8 +291,8 @@ def run_case(backend: LocalBackend, shape: RequestShape, case: Case, config: str
 
 def made_up_values(request: ChatRequest, calls: list[tuple[str, str]]) -> list[str]:
     """What the small profile's grounding check (``[small] grounded_calls``) finds made up in
-    ``calls``: when it finds anything, the loop runs none of them and offers only ``answer``,
-    so the reply is text (no call, in BFCL's terms)."""
+    ``calls``: when it finds anything, the loop runs none of them, so the first reply makes no
+    call (in BFCL's terms)."""
     from agent.grounding import Grounds, made_up
 
     grounds = Grounds.of(request.messages)
