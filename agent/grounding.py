@@ -20,8 +20,8 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from agent.messages import Message, ToolCall, ToolSpec
-from agent.tools import Tool
+from agent.messages import ChatRequest, Message, SystemMessage, ToolCall, ToolSpec
+from agent.tools import Tool, Toolbox
 
 # Who decided a call was not run (the ``decided_by`` of its observation).
 GROUNDING = "grounding"
@@ -97,19 +97,29 @@ def guessed(call: ToolCall, tool: Tool | None, messages: Sequence[Message]) -> l
 
 def refuse_guess(
     call: ToolCall,
-    tool: Tool | None,
+    toolbox: Toolbox,
     messages: Sequence[Message],
-    offered: Sequence[ToolSpec],
+    request: ChatRequest,
     answer_tool: str,
 ) -> tuple[str, list[str]] | None:
-    """For a call built from values ``messages`` never gave: the observation that refuses it,
-    and the tools callable next (the offered tools that could find what was guessed, then the
-    answer); None for a call that is grounded."""
-    missing = guessed(call, tool, messages)
+    """For a call built from values the conversation never gave: the observation that refuses
+    it, and the tools callable next (the offered tools that only read and could find what was
+    guessed, then the answer); None for a call that is grounded. The system prompt is the one
+    ``request`` showed (with the memory as it was then)."""
+    seen = list(messages)
+    shown = request.messages[0] if request.messages else None
+    if seen and isinstance(seen[0], SystemMessage) and isinstance(shown, SystemMessage):
+        seen[0] = shown
+    missing = guessed(call, toolbox.get(call.function.name), seen)
     if not missing:
         return None
-    others = [spec for spec in offered if spec.function.name != answer_tool]
-    found = lookups(missing, call.function.name, others)
+    reads = [
+        spec
+        for spec in request.tools or []
+        if spec.function.name != answer_tool
+        and getattr(toolbox.get(spec.function.name), "read_only", False) is True
+    ]
+    found = lookups(missing, call.function.name, reads)
     return refusal(missing, answer_tool, found), [*found, answer_tool]
 
 

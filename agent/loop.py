@@ -291,16 +291,10 @@ class AgentLoop:
         self, call: ToolCall, messages: Sequence[Message], request: ChatRequest
     ) -> tuple[ToolResultEvent, list[str]] | None:
         """The refusal of a call built from values the conversation never gave, with the tools
-        callable next, or None. The system prompt is the one ``request`` showed (with the memory
-        as it is now)."""
+        callable next, or None (agent/grounding.py)."""
         if not self.grounded_calls or self.answer_tool in (None, call.function.name):
             return None
-        seen = list(messages)
-        shown = request.messages[0] if request.messages else None
-        if seen and isinstance(seen[0], SystemMessage) and isinstance(shown, SystemMessage):
-            seen[0] = shown
-        tool = self.toolbox.get(call.function.name)
-        refused = refuse_guess(call, tool, seen, request.tools or [], self.answer_tool or "")
+        refused = refuse_guess(call, self.toolbox, messages, request, self.answer_tool or "")
         if refused is None:
             return None
         text, after = refused

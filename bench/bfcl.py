@@ -24,7 +24,7 @@ How a BFCL case maps to a clawloop request (``--mapping``):
   it is answered (``look_first``), ``answer`` is held back by the grammar in that case. Then
   the profile's grounding check (``agent/grounding.py``, ``[small] grounded_calls``): a call
   whose short values appear nowhere in the question is not run; next the loop offers
-  ``answer``, and any offered function that does not need the made-up argument, and this
+  ``answer``, and any offered tool that only reads and does not need the made-up argument; this
   first-reply measure counts the case as no call. The report also scores the same replies
   with the check off (``unchecked``).
 - ``bfcl``: BFCL's own request for a function-calling model: no system prompt, the BFCL

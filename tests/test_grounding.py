@@ -19,6 +19,7 @@ from agent.messages import (
 from agent.session import Session
 from agent.tools import Toolbox, function_tool
 from backends.fake import FakeBackend
+from skills.guard import with_rule
 
 SCHEMA = {
     "type": "object",
@@ -213,9 +214,21 @@ def find_text(text: str) -> str:
     return f"'{text}' is in notes.txt."
 
 
+def copy_file(path: str, to: str) -> str:
+    """Copy a file."""
+    ran.append(("copy_file", path))
+    return "Copied."
+
+
 def test_a_guessed_file_leaves_the_tool_that_can_find_it_callable() -> None:
     ran.clear()
-    box = Toolbox([function_tool(read_file), function_tool(find_text), function_tool(answer)])
+    tools = [
+        with_rule(function_tool(read_file), "files.read", "read"),
+        with_rule(function_tool(copy_file), "files.write", "write"),  # writes: no look-up
+        with_rule(function_tool(find_text), "files.search", "read"),
+        function_tool(answer),
+    ]
+    box = Toolbox(tools)
     backend = FakeBackend(
         [
             call("read_file", path="todo.md"),  # nobody named it: a guess
@@ -233,6 +246,7 @@ def test_a_guessed_file_leaves_the_tool_that_can_find_it_callable() -> None:
     assert backend.requests[1].allowed_tools == ["find_text", "answer"]
     assert [t.function.name for t in backend.requests[1].tools or []] == [
         "read_file",
+        "copy_file",
         "find_text",
         "answer",
     ]
