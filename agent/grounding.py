@@ -20,8 +20,8 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from agent.messages import ChatRequest, Message, SystemMessage, ToolCall, ToolSpec
-from agent.tools import Tool, Toolbox
+from agent.messages import Message, ToolCall
+from agent.tools import Tool
 
 # Who decided a call was not run (the ``decided_by`` of its observation).
 GROUNDING = "grounding"
@@ -31,9 +31,6 @@ COMPOSED_WORDS = 3
 # Arguments named like this hold what the model writes (a file's new text, a replacement, a
 # command line), which may rightly be a word nobody said: "print" for a typo "pirnt".
 COMPOSED_NAMES = frozenset({"content", "new", "line", "command", "body", "code"})
-
-# A refusal names at most this many tools that could find a guessed value.
-MAX_NAMED_LOOKUPS = 3
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: my_name is two words
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
@@ -95,59 +92,12 @@ def guessed(call: ToolCall, tool: Tool | None, messages: Sequence[Message]) -> l
     return made_up(args, tool.parameters, Grounds.of(messages))
 
 
-def refuse_guess(
-    call: ToolCall,
-    toolbox: Toolbox,
-    messages: Sequence[Message],
-    request: ChatRequest,
-    answer_tool: str,
-) -> tuple[str, list[str]] | None:
-    """For a call built from values the conversation never gave: the observation that refuses
-    it, and the tools callable next (the offered tools that only read and could find what was
-    guessed, then the answer); None for a call that is grounded. The system prompt is the one
-    ``request`` showed (with the memory as it was then)."""
-    seen = list(messages)
-    shown = request.messages[0] if request.messages else None
-    if seen and isinstance(seen[0], SystemMessage) and isinstance(shown, SystemMessage):
-        seen[0] = shown
-    missing = guessed(call, toolbox.get(call.function.name), seen)
-    if not missing:
-        return None
-    reads = [
-        spec
-        for spec in request.tools or []
-        if spec.function.name != answer_tool
-        and getattr(toolbox.get(spec.function.name), "read_only", False) is True
-    ]
-    found = lookups(missing, call.function.name, reads)
-    return refusal(missing, answer_tool, found), [*found, answer_tool]
-
-
-def refusal(missing: Sequence[str], answer_tool: str, lookups: Sequence[str] = ()) -> str:
-    """The observation for a call that was not run, written for the model; ``lookups`` are the
-    tools it may call next to find what it guessed (see :func:`lookups`)."""
-    head = f"error: not run, because nothing in this conversation gave {', '.join(missing)}. "
-    if lookups:
-        tools = " or ".join(lookups) if len(lookups) <= MAX_NAMED_LOOKUPS else "another tool"
-        return head + (
-            f"Do not guess values: call {tools} to find it, or call {answer_tool} to ask for "
-            "what is missing."
-        )
-    return head + f"Do not guess values: call {answer_tool} to reply, and ask for what is missing."
-
-
-def lookups(missing: Sequence[str], refused: str, offered: Sequence[ToolSpec]) -> list[str]:
-    """The offered tools that could find what a refused call guessed: every one but the refused
-    tool that does not itself need an argument of a guessed value's name. A guessed file for
-    ``read_file(path)`` leaves ``find_text(text)``, which finds the file that holds a word; a
-    lone function whose arguments were made up leaves none."""
-    names = {m.split("=", 1)[0].split(".", 1)[0] for m in missing}
-    found = []
-    for spec in offered:
-        required = set((spec.function.parameters or {}).get("required", ()))
-        if spec.function.name != refused and not required & names:
-            found.append(spec.function.name)
-    return found
+def refusal(missing: Sequence[str], answer_tool: str) -> str:
+    """The observation for a call that was not run, written for the model."""
+    return (
+        f"error: not run, because nothing in this conversation gave {', '.join(missing)}. "
+        f"Do not guess values: call {answer_tool} to reply, and ask for what is missing."
+    )
 
 
 def made_up(

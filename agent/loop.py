@@ -25,7 +25,7 @@ from agent.events import (
     ToolResultEvent,
     UsageEvent,
 )
-from agent.grounding import GROUNDING, refuse_guess
+from agent.grounding import GROUNDING, guessed, refusal
 from agent.messages import (
     AssistantMessage,
     ChatRequest,
@@ -90,8 +90,8 @@ class AgentLoop:
     # the earlier result and, with an answer tool, offered only that tool next.
     repeat_guard: bool = False
     # With an answer tool: a call whose short values (names, places, numbers) appear nowhere in
-    # the conversation is not run (agent/grounding.py); next the model may call the answer, to
-    # ask for what is missing, or an offered tool that could find it (grounding.lookups).
+    # the conversation is not run (agent/grounding.py); the model is offered only the answer
+    # next, to reply or ask for what is missing.
     grounded_calls: bool = False
     # Stops a run that keeps making the same calls or hitting the same error (agent/progress).
     guards: GuardLimits | None = None
@@ -144,7 +144,7 @@ class AgentLoop:
     ) -> Iterator[Event]:
         done: dict[str, ToolResultEvent] = {}  # call -> result, for the repeat guard
         last_shown: list[dict[str, Any]] | None = None  # the tools the previous step showed
-        only: list[str] | None = None  # the tools callable next, where a guard narrowed them
+        answer_only = False
         progress = ProgressGuard(self.guards) if self.guards is not None else None
         while True:
             if usage.steps >= self.limits.max_steps:
@@ -171,14 +171,14 @@ class AgentLoop:
             completion: Completion | None = None
             began = time.monotonic()
             try:
-                request = self._request(session.window(), only)
+                request = self._request(session.window(), answer_only)
                 if self.compactor is not None:
                     compacted = self.compactor.check(session, request)
                     if compacted is not None:
                         yield compacted
-                        request = self._request(session.window(), only)
+                        request = self._request(session.window(), answer_only)
                     request, _cut = self.compactor.fit(request)
-                only = None
+                answer_only = False
                 for event in self.backend.generate(request):
                     if isinstance(event, TextDelta):
                         yield TokenEvent(event.text)
@@ -234,9 +234,9 @@ class AgentLoop:
                 made_up = self._made_up(call, session.messages, request)
                 if self.repeat_guard and key in done:
                     result = self._repeated(call, done[key])
-                    only = [self.answer_tool] if self.answer_tool is not None else None
+                    answer_only = self.answer_tool is not None
                 elif made_up is not None:
-                    result, only = made_up
+                    result, answer_only = made_up, True
                 else:
                     result = yield from self._dispatch(call, ctx)
                     if result.ok:
@@ -289,19 +289,22 @@ class AgentLoop:
 
     def _made_up(
         self, call: ToolCall, messages: Sequence[Message], request: ChatRequest
-    ) -> tuple[ToolResultEvent, list[str]] | None:
-        """The refusal of a call built from values the conversation never gave, with the tools
-        callable next, or None (agent/grounding.py)."""
+    ) -> ToolResultEvent | None:
+        """The refusal of a call built from values the conversation never gave, or None. The
+        system prompt is the one ``request`` showed (with the memory as it is now)."""
         if not self.grounded_calls or self.answer_tool in (None, call.function.name):
             return None
-        refused = refuse_guess(call, self.toolbox, messages, request, self.answer_tool or "")
-        if refused is None:
+        seen = list(messages)
+        shown = request.messages[0] if request.messages else None
+        if seen and isinstance(seen[0], SystemMessage) and isinstance(shown, SystemMessage):
+            seen[0] = shown
+        missing = guessed(call, self.toolbox.get(call.function.name), seen)
+        if not missing:
             return None
-        text, after = refused
-        result = ToolResultEvent(
+        text = refusal(missing, self.answer_tool or "")
+        return ToolResultEvent(
             call.id, call.function.name, text, False, decision="invalid", decided_by=GROUNDING
         )
-        return result, after
 
     def examples_for(self, messages: Sequence[Message]) -> list[Message]:
         """The worked examples a request with ``messages`` shows: the fixed ones, or those
@@ -310,7 +313,7 @@ class AgentLoop:
             return list(self.examples)
         return self.pick_examples(messages, [t.function.name for t in self.toolbox.specs()])
 
-    def _request(self, messages: list[Message], only: list[str] | None = None) -> ChatRequest:
+    def _request(self, messages: list[Message], answer_only: bool = False) -> ChatRequest:
         d = self.decoding
         required = self.answer_tool is not None and self.toolbox.get(self.answer_tool) is not None
         sent = (
@@ -328,14 +331,14 @@ class AgentLoop:
         allowed: list[str] | None = None
         if self.select_tools is not None and tools:
             tools, allowed = self.select_tools.choose(list(messages), tools)
-        if only:
-            # The same tools stay shown (the prompt keeps its prefix); only these are callable.
-            shown = {t.function.name for t in tools}
-            tools = [
-                *tools,
-                *(t for t in self.toolbox.specs() if t.function.name in set(only) - shown),
-            ]
-            allowed = list(only)
+        if answer_only and self.answer_tool is not None:
+            # The same tools stay shown (the prompt keeps its prefix); only the answer is callable.
+            if all(t.function.name != self.answer_tool for t in tools):
+                tools = [
+                    *tools,
+                    *(t for t in self.toolbox.specs() if t.function.name == self.answer_tool),
+                ]
+            allowed = [self.answer_tool]
         return ChatRequest(
             model=self.model,
             messages=sent,

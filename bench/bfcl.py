@@ -23,10 +23,9 @@ How a BFCL case maps to a clawloop request (``--mapping``):
   only ``answer`` is offered); and since a question that matches a tool is looked into before
   it is answered (``look_first``), ``answer`` is held back by the grammar in that case. Then
   the profile's grounding check (``agent/grounding.py``, ``[small] grounded_calls``): a call
-  whose short values appear nowhere in the question is not run; next the loop offers
-  ``answer``, and any offered tool that only reads and does not need the made-up argument; this
-  first-reply measure counts the case as no call. The report also scores the same replies
-  with the check off (``unchecked``).
+  whose short values appear nowhere in the question is not run, and only ``answer`` is offered
+  next, so the reply is text. The report also scores the same replies with the check off
+  (``unchecked``).
 - ``bfcl``: BFCL's own request for a function-calling model: no system prompt, the BFCL
   functions as the tools, ``tool_choice`` left to the model ("auto"), so the grammar starts
   only if the model writes ``<tool_call>``.
@@ -100,7 +99,7 @@ class Outcome:
     error: str
     seconds: float
     # mapping agent: the values the loop's grounding check found nowhere in the question (the
-    # loop then runs no call: no call, in BFCL's terms), and the verdict without that check
+    # loop then runs no call and offers only the answer), and the verdict without that check
     guessed: list[str] = field(default_factory=list)
     unchecked: bool | None = None
 
@@ -291,8 +290,8 @@ def run_case(backend: LocalBackend, shape: RequestShape, case: Case, config: str
 
 def made_up_values(request: ChatRequest, calls: list[tuple[str, str]]) -> list[str]:
     """What the small profile's grounding check (``[small] grounded_calls``) finds made up in
-    ``calls``: when it finds anything, the loop runs none of them, so the first reply makes no
-    call (in BFCL's terms)."""
+    ``calls``: when it finds anything, the loop runs none of them and offers only ``answer``,
+    so the reply is text (no call, in BFCL's terms)."""
     from agent.grounding import Grounds, made_up
 
     grounds = Grounds.of(request.messages)

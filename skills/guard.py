@@ -71,9 +71,6 @@ class ToolWrapper:
     source: str = field(init=False)
     # How results are labelled when they carry no provenance of their own (agent/provenance).
     provenance: Provenance | None = field(init=False)
-    # Whether the tool only reads (its rule effect is "read"): the loop may offer it to look
-    # up a value the model guessed (agent/grounding.lookups).
-    read_only: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.name = self.inner.name
@@ -82,7 +79,6 @@ class ToolWrapper:
         self.source = str(getattr(self.inner, "source", "builtin"))
         declared = getattr(self.inner, "provenance", None)
         self.provenance = declared if isinstance(declared, Provenance) else None
-        self.read_only = getattr(self.inner, "read_only", False) is True
 
     def call(self, arguments: dict[str, Any]) -> ToolResult:
         return self.inner.call(arguments)
@@ -99,7 +95,6 @@ class RuledTool(ToolWrapper):
         ToolWrapper.__post_init__(self)  # (slots: no zero-argument super())
         if self.label is not None:
             self.provenance = self.label
-        self.read_only = self.rule_target.effect == "read"
 
 
 def with_rule(

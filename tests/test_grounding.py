@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 from agent.events import FinalEvent, ToolResultEvent
-from agent.grounding import Grounds, made_up, refusal
+from agent.grounding import Grounds, made_up
 from agent.loop import AgentLoop
 from agent.messages import (
     AssistantMessage,
@@ -19,7 +19,6 @@ from agent.messages import (
 from agent.session import Session
 from agent.tools import Toolbox, function_tool
 from backends.fake import FakeBackend
-from skills.guard import with_rule
 
 SCHEMA = {
     "type": "object",
@@ -206,59 +205,3 @@ def test_a_workspace_file_nobody_named_is_a_guess_although_the_request_lists_it(
         )
     )
     assert ran == [("read_file", "todo.md")]
-
-
-def find_text(text: str) -> str:
-    """Find which file holds a word."""
-    ran.append(("find_text", text))
-    return f"'{text}' is in notes.txt."
-
-
-def copy_file(path: str, to: str) -> str:
-    """Copy a file."""
-    ran.append(("copy_file", path))
-    return "Copied."
-
-
-def test_a_guessed_file_leaves_the_tool_that_can_find_it_callable() -> None:
-    ran.clear()
-    tools = [
-        with_rule(function_tool(read_file), "files.read", "read"),
-        with_rule(function_tool(copy_file), "files.write", "write"),  # writes: no look-up
-        with_rule(function_tool(find_text), "files.search", "read"),
-        function_tool(answer),
-    ]
-    box = Toolbox(tools)
-    backend = FakeBackend(
-        [
-            call("read_file", path="todo.md"),  # nobody named it: a guess
-            call("find_text", text="glacier"),
-            call("read_file", path="notes.txt"),  # the search gave it
-            call("answer", text="Done."),
-        ]
-    )
-    loop = AgentLoop(backend, box, answer_tool="answer", grounded_calls=True)
-    events = list(loop.run(Session(), "Which file talks about glacier? Read it."))
-    refused = next(e for e in events if isinstance(e, ToolResultEvent))
-    assert refused.decided_by == "grounding"
-    assert "call find_text to find it, or call answer" in refused.content
-    # The search needs no path, so it stays callable; the read that guessed one does not.
-    assert backend.requests[1].allowed_tools == ["find_text", "answer"]
-    assert [t.function.name for t in backend.requests[1].tools or []] == [
-        "read_file",
-        "copy_file",
-        "find_text",
-        "answer",
-    ]
-    assert backend.requests[2].allowed_tools is None  # one step only
-    assert ran == [("find_text", "glacier"), ("read_file", "notes.txt")]
-
-
-def test_a_refusal_names_at_most_a_few_tools() -> None:
-    missing = ["path='x.txt'"]
-    assert refusal(missing, "answer", ["a", "b"]).endswith(
-        "call a or b to find it, or call answer to ask for what is missing."
-    )
-    many = refusal(missing, "answer", ["a", "b", "c", "d"])
-    assert "call another tool to find it" in many
-    assert refusal(missing, "answer").endswith("call answer to reply, and ask for what is missing.")
