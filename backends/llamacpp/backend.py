@@ -172,9 +172,9 @@ def _new_llama(
 def default_extra_buffers() -> bool:
     """Extra buffer types (AMX, weight repacking) unless the CPU advertises AMX.
 
-        Some virtual machines advertise AMX but fault on its instructions, which kills the process
-        with SIGILL in the middle of a matrix product; set CLAWLOOP_LLAMACPP_EXTRA_BUFFERS=1 to
-        use AMX anyway.
+    Some virtual machines advertise AMX but fault on its instructions, which kills the process
+    with SIGILL in the middle of a matrix product; set CLAWLOOP_LLAMACPP_EXTRA_BUFFERS=1 to
+    use AMX anyway.
     """
     env = os.environ.get("CLAWLOOP_LLAMACPP_EXTRA_BUFFERS")
     if env is not None:
