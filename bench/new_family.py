@@ -61,7 +61,7 @@ from cli.evals.generators.base import Generated  # noqa: E402
 from cli.evals.generators.curriculum import generate  # noqa: E402
 from cli.evals.generators.gold import gold_turns  # noqa: E402
 from cli.evals.stats import wilson  # noqa: E402
-from cli.evals.suite import Suite, load_suite  # noqa: E402
+from cli.evals.suite import Task, load_suite  # noqa: E402
 
 FRESH_SEED = 90210
 TRAIN_SEED = 31337
@@ -79,9 +79,8 @@ def _suite_yaml(name: str, items: list[tuple[str, Generated]]) -> str:
     return yaml.safe_dump({"name": name, "tasks": tasks}, sort_keys=False, allow_unicode=True)
 
 
-def draw(families: list[str], per_family: int, seed: int, avoid: Suite | None) -> list[Any]:
-    """``per_family`` fresh tasks of each family, none sharing a prompt and files with ``avoid``."""
-    held = list(avoid.tasks) if avoid is not None else []
+def draw(families: list[str], per_family: int, seed: int, held: list[Task]) -> list[Any]:
+    """``per_family`` fresh tasks of each family, none sharing a prompt and files with ``held``."""
     made = generate(per_family * len(families), seed, families, held)
     return made.items
 
@@ -193,12 +192,12 @@ def screen(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     basic = load_suite(ROOT / "evals" / "basic.yaml")
-    items = draw(args.family, args.count, FRESH_SEED + 1, basic)
+    items = draw(args.family, args.count, FRESH_SEED + 1, list(basic.tasks))
     write_suite(out / "screen.yaml", "screen", items)
     print(_line(evaluate(out / "screen.yaml", args.adapter, out, "screen")))
 
 
-def replay(count: int, avoid: Suite, out: Path) -> Path:
+def replay(count: int, held: list[Task], out: Path) -> Path:
     """Gold runs of ``count`` generated tasks of the basic families, as a `--data` file."""
     from rich.console import Console
 
@@ -207,7 +206,7 @@ def replay(count: int, avoid: Suite, out: Path) -> Path:
     from cli.train_sources import gold_examples
 
     families = trainable(list(BASIC_FAMILIES), command_tool=False)
-    made = generate(count, REPLAY_SEED, families, list(avoid.tasks))
+    made = generate(count, REPLAY_SEED, families, held)
     folder = out / "replay"
     folder.mkdir(parents=True, exist_ok=True)
     gold_examples(Console(stderr=True), made, folder)
@@ -218,12 +217,12 @@ def teach(args: argparse.Namespace) -> None:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     basic = load_suite(ROOT / "evals" / "basic.yaml")
-    fresh = draw(args.family, args.fresh, FRESH_SEED, basic)
+    fresh = draw(args.family, args.fresh, FRESH_SEED, list(basic.tasks))
     write_suite(out / "fresh.yaml", "fresh", fresh)
     fresh_suite = load_suite(out / "fresh.yaml")
-    avoid = Suite(name="avoid", tasks=[*basic.tasks, *fresh_suite.tasks])
+    held = [*basic.tasks, *fresh_suite.tasks]
     # The scripted teacher knows a task by its prompt: training prompts are kept unique.
-    train = _unique_prompts(draw(args.family, 2 * args.train, TRAIN_SEED, avoid), args.train)
+    train = _unique_prompts(draw(args.family, 2 * args.train, TRAIN_SEED, held), args.train)
     write_suite(out / "train.yaml", "train", train)
     print(f"families: {', '.join(args.family)}; {len(train)} training tasks, {len(fresh)} fresh")
     basic_path = ROOT / "evals" / "basic.yaml"
@@ -233,7 +232,7 @@ def teach(args: argparse.Namespace) -> None:
         before.append((basic_path, args.adapter, "basic, before"))
     results = _evaluate_all(before, out)
     started = time.monotonic()
-    extra = ["--data", str(replay(args.replay, avoid, out))] if args.replay else []
+    extra = ["--data", str(replay(args.replay, held, out))] if args.replay else []
     settings = ("--start-from", args.adapter, "--epochs", str(args.epochs), "--lr", str(args.lr))
     if args.by == "search":
         taught = _taught_by_search(args, out, extra, settings)
@@ -285,13 +284,8 @@ def _taught_by_search(
 
 def draw_suite(args: argparse.Namespace) -> None:
     """``--count`` fresh tasks of each family, with distinct prompts, written to ``--out``."""
-    suites = [load_suite(Path(path)) for path in args.avoid or []]
-    # Ids are unique within a suite only: each held task is renamed by its suite's place.
-    held = [
-        t.model_copy(update={"id": f"{i}:{t.id}"}) for i, s in enumerate(suites) for t in s.tasks
-    ]
-    avoid = Suite(name="avoid", tasks=held) if held else None
-    drawn = draw(args.family, args.count + SPARE, args.seed, avoid)
+    held = [task for path in args.avoid or [] for task in load_suite(Path(path)).tasks]
+    drawn = draw(args.family, args.count + SPARE, args.seed, held)
     items = _unique_prompts(drawn, args.count)
     write_suite(Path(args.out), Path(args.out).stem, items)
     print(f"{len(items)} tasks of {len(args.family)} families in {args.out}")
