@@ -31,7 +31,8 @@ With ``covering``, one also comes where it holds every word of the message that 
 tool holds, and more: "make deploy.sh executable" is ``make_executable``, which holds "make"
 and "executable", where ``make_folder`` holds only "make". Once offered, it is judged by its
 whole score like any tool, so the tools that match less than ``relative`` as well drop out
-("what is the character count of memo.md" is ``count_characters`` alone).
+("what is the character count of memo.md" is ``count_characters`` alone). With ``beside``,
+the admitted ones come beside the best ``k`` narrow tools rather than among them.
 With ``steps``, a request of several steps (split at "then", "and", ";" and sentence ends)
 keeps, beside the best ``k``, the tool that best matches each step's own words, file and
 folder names left out: "copy movies.txt as list.txt; in list.txt, replace dragon by mirror"
@@ -158,6 +159,7 @@ class LexicalToolSelector:
     secondary_weight: float = 0.6
     secondary_slots: int = 1  # of the ``k``, at most this many go to secondary tools
     covering: bool = True  # a secondary tool holding the best tool's words and more comes too
+    beside: bool = False  # admitted secondary tools come beside the best ``k``, not among them
     steps: bool = False  # each step of a request of several keeps its best tool, past ``k``
     look_first: bool = False
 
@@ -231,7 +233,15 @@ class LexicalToolSelector:
             ),
             key=lambda s: (-scores[s.function.name], _misfit(s, named)),
         )
-        keep = {s.function.name for s in ranked[: self.k]}
+        if self.beside:
+            # Recipes come beside the narrow tools' ``k``: none takes a narrow tool's place.
+            narrow = [s.function.name for s in ranked if s.function.name not in self.secondary]
+            keep = {
+                *narrow[: self.k],
+                *(s.function.name for s in ranked if s.function.name in admitted),
+            }
+        else:
+            keep = {s.function.name for s in ranked[: self.k]}
         if self.steps:
             # "copy a.txt as b.txt; in b.txt, replace x by y": the best tool of each step stays.
             eligible = [s.function.name for s in ranked]

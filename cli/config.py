@@ -79,6 +79,12 @@ class SmallModelSettings(BaseModel):
     # offered beside the narrow tools; recipe_file adds the user's own recipes (TOML)
     recipes: bool = True
     recipe_file: str | None = None
+    # how a recipe is offered (agent/tool_selection.py): the share of its score that must still
+    # match the best narrow tool, how many may come, and whether they come beside the narrow
+    # tools' N or in their place
+    recipe_weight: float = Field(default=0.6, gt=0, le=2)
+    recipe_slots: int = Field(default=1, ge=0, le=4)
+    recipes_beside: bool = False
 
 
 class GuardSettings(BaseModel):

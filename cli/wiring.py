@@ -206,6 +206,9 @@ def build_loop(settings: Settings, backend: Backend, toolbox: Toolbox) -> AgentL
                 cued=SMALL_MODEL_CUES,
                 alone=list(SMALL_MODEL_CUES),
                 secondary=_recipe_names(small),
+                secondary_weight=small.recipe_weight,
+                secondary_slots=small.recipe_slots,
+                beside=small.recipes_beside,
                 steps=small.step_tools,
             )
             if small.select_tools

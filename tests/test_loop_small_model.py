@@ -197,6 +197,27 @@ def test_secondary_tools_come_only_where_they_match_clearly_better_and_within_th
     assert pick("hi there!") == ["answer"]
 
 
+def test_recipes_beside_keep_the_narrow_tools_k() -> None:
+    fns = (count_lines, delete_file, count_lines_with, count_characters, answer)
+    specs = Toolbox([function_tool(f) for f in fns]).specs()
+    recipes = ["count_lines_with", "count_characters"]
+
+    def pick(text: str, beside: bool) -> list[str]:
+        select = LexicalToolSelector(k=1, always=["answer"], secondary=recipes, beside=beside)
+        return picker(select, specs)(text)
+
+    # In place, the recipe takes the one slot; beside, the narrow tool keeps it and the recipe
+    # comes too.
+    assert pick("count lines of a.txt that contain foo", beside=False) == [
+        "count_lines_with", "answer"
+    ]  # fmt: skip
+    assert pick("count lines of a.txt that contain foo", beside=True) == [
+        "count_lines", "count_lines_with", "answer"
+    ]  # fmt: skip
+    # Beside or not, a recipe that is not admitted does not come.
+    assert pick("count the lines of a.txt", beside=True) == ["count_lines", "answer"]
+
+
 def make_folder(path: str) -> str:
     """Make a new folder (directory)."""
     return path

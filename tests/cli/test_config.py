@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ConfigError
+from agent.tool_selection import LexicalToolSelector
+from agent.tools import Toolbox
+from backends.fake import FakeBackend
 from cli.config import add_rule, config_path, dump_toml, load_settings
+from cli.wiring import build_loop
 
 
 def write_config(text: str) -> Path:
@@ -99,3 +103,14 @@ def test_prices_follow_the_model_then_the_backend_then_the_default() -> None:
     places = [("openai", "gpt-x"), ("openai", "other"), ("llamacpp", None)]
     found = [usage.prices_for(backend, model) for backend, model in places]
     assert [p.price_prompt_per_mtok if p else None for p in found] == [3.0, 2.0, 1.0]
+
+
+def test_how_recipes_are_offered_reaches_the_selector(tmp_path: Path) -> None:
+    write_config("[small]\nrecipe_weight = 1.0\nrecipe_slots = 2\nrecipes_beside = true\n")
+    settings = load_settings({"profile": "small", "workspace": tmp_path})
+    select = build_loop(settings, FakeBackend(), Toolbox([])).select_tools
+    assert isinstance(select, LexicalToolSelector)
+    assert (select.secondary_weight, select.secondary_slots, select.beside) == (1.0, 2, True)
+    write_config("[small]\nrecipe_slots = 9\n")
+    with pytest.raises(ConfigError, match="recipe_slots"):
+        load_settings()
