@@ -11,7 +11,8 @@ gives as its ``default``.
 
 A value is found when it appears in the conversation as written (case aside), or when one of
 its words does (a word and its plural count as one); a number when the conversation has it in
-digits or as a number word ("three", "twice"), or as a percentage of it.
+digits (``1e-9`` and ``1e-09`` alike; "8.5 million" is also 8500000) or as a number word
+("three", "twice"), or as a percentage of it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ COMPOSED_WORDS = 3
 COMPOSED_NAMES = frozenset({"content", "new", "line", "command", "body", "code"})
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: my_name is two words
-_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+# digits, with thousands' commas, decimals and an exponent (1e-9), and a scale word after them
+_NUMBER = re.compile(
+    r"(\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?)(?:\s+(thousand|million|billion|trillion)\b)?"
+)
+_SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _NUMBER_WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
     "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20,
@@ -49,7 +54,11 @@ class Grounds:
     def __init__(self, text: str) -> None:
         self.text = text.lower()
         self.words = set(_WORD.findall(self.text))
-        self.numbers = {float(n.replace(",", "")) for n in _NUMBER.findall(self.text)}
+        self.numbers: set[float] = set()
+        for digits, scale in _NUMBER.findall(self.text):
+            number = float(digits.replace(",", ""))
+            # "8.5 million" is both 8.5 and 8500000: a tool may take either.
+            self.numbers |= {number, number * _SCALES[scale]} if scale else {number}
         self.numbers |= {float(v) for w, v in _NUMBER_WORDS.items() if w in self.words}
 
     @classmethod

@@ -61,6 +61,14 @@ def test_number_words_count_as_numbers() -> None:
     assert missing({"tickets": 5}, "three tickets") == ["tickets=5"]
 
 
+def test_numbers_are_read_with_exponents_and_scale_words() -> None:
+    said = "two charges of 1e-9 and 2E-9 at 0.05; 8.5 million square km, 213 million people"
+    args = {"q1": 1e-09, "q2": 2e-09, "d": 0.05, "area": 8500000, "people": 213000000}
+    assert missing(args, said) == []
+    assert missing({"area": 8.5, "people": 213}, said) == []  # the numbers as written too
+    assert missing({"q": 1e-08, "people": 213000}, said) == ["q=1e-08", "people=213000"]
+
+
 def test_composed_text_enums_defaults_and_booleans_are_not_checked() -> None:
     args = {
         "command": "find . -mindepth 1 -type d",
