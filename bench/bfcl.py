@@ -288,6 +288,17 @@ def run_case(backend: LocalBackend, shape: RequestShape, case: Case, config: str
     )
 
 
+def rechecked(outcome: Outcome, shape: RequestShape, case: Case) -> Outcome:
+    """A stored reply scored again with the grounding check as it is now (``--recheck``): the
+    check is a function of the reply and its request, so no model runs."""
+    if shape.mapping != "agent":
+        return outcome
+    guessed = made_up_values(shape.request(case), outcome.calls)
+    result = score(case, [] if guessed else outcome.calls)
+    error = "" if result["valid"] else str(result.get("error_type", ""))
+    return replace(outcome, valid=bool(result["valid"]), error=error, guessed=guessed)
+
+
 def made_up_values(request: ChatRequest, calls: list[tuple[str, str]]) -> list[str]:
     """What the small profile's grounding check (``[small] grounded_calls``) finds made up in
     ``calls``: when it finds anything, the loop runs none of them and offers only ``answer``,
@@ -334,7 +345,8 @@ def main() -> None:
         for config in configs:
             key = f"{run_tag}|{config}|{case.id}"
             if key in done:
-                outcomes.append(done[key])
+                stored = done[key]
+                outcomes.append(rechecked(stored, shape, case) if args.recheck else stored)
                 continue
             if args.time_limit and time.monotonic() - began > args.time_limit:
                 stopped = True
@@ -468,6 +480,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--results", type=Path, default=None, help="JSON lines, for resuming")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds, then stop")
     parser.add_argument("--json", type=Path, default=None, help="write the report here")
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="score the stored replies of --results again with the grounding check as it is now",
+    )
     parser.add_argument(
         "--adapter", type=Path, default=None, help="the adapter configs' LoRA (default: shipped)"
     )

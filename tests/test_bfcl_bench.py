@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from agent.messages import ChatRequest, ToolSpec
 from backends.base import DecodeResult, LocalBackend
 from backends.local.chat_template import ChatTemplate
 from backends.local.tool_grammar import tool_call_schema
-from bench.bfcl import Case, RequestShape, load_cases, run_case, sample
+from bench.bfcl import Case, RequestShape, load_cases, rechecked, run_case, sample
 from bench.bfcl_checker import check_ast, check_irrelevance
 from bench.bfcl_schema import to_tool_specs
 
@@ -211,6 +212,26 @@ def test_the_agent_mapping_does_not_count_a_call_built_from_made_up_values() -> 
     decoder = ScriptedDecoder(made_up)
     outcome = run_case(LocalBackend("s", ChatTemplate(None), decoder), shape, irrelevant, "s")
     assert outcome.valid and outcome.unchecked is False
+
+
+def test_a_stored_reply_is_checked_again_with_the_check_as_it_is_now() -> None:
+    answer = ToolSpec.model_validate(
+        {"function": {"name": "answer", "parameters": {"type": "object"}}}
+    )
+    shape = RequestShape("agent", "Be brief.", answer, 64)
+    asked = [{"role": "user", "content": "What is the weather in Paris?"}]
+    truth = [{"weather.get": {"city": ["Paris"], "days": [""], "options": [""]}}]
+    weather = Case("simple_python_z", "simple_python", asked, [WEATHER], truth)
+    good = '<tool_call>\n{"name": "weather_get", "arguments": {"city": "Paris"}}\n</tool_call>'
+    stored = run_case(
+        LocalBackend("s", ChatTemplate(None), ScriptedDecoder(good)), shape, weather, "s"
+    )
+    # As if an older check had refused it: checked again, the reply is right, and no model ran.
+    refused = replace(stored, valid=False, guessed=["city='Paris'"], error="wrong_count")
+    again = rechecked(refused, shape, weather)
+    assert again.valid and again.guessed == [] and again.error == ""
+    lima = replace(stored, calls=[("weather_get", '{"city": "Lima"}')])
+    assert rechecked(lima, shape, weather).guessed == ["city='Lima'"]
 
 
 def test_the_vendored_data_loads_and_samples_stably() -> None:
