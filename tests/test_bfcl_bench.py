@@ -14,7 +14,7 @@ from agent.messages import ChatRequest, ToolSpec
 from backends.base import DecodeResult, LocalBackend
 from backends.local.chat_template import ChatTemplate
 from backends.local.tool_grammar import tool_call_schema
-from bench.bfcl import Case, RequestShape, load_cases, rechecked, run_case, sample
+from bench.bfcl import Case, Outcome, RequestShape, load_cases, rechecked, run_case, sample
 from bench.bfcl_checker import check_ast, check_irrelevance
 from bench.bfcl_schema import to_tool_specs
 
@@ -191,41 +191,40 @@ def test_the_agent_mapping_offers_what_the_profiles_tool_selection_offers() -> N
     assert request.allowed_tools == ["weather_get"]
 
 
-def test_the_agent_mapping_does_not_count_a_call_built_from_made_up_values() -> None:
+PARIS = [{"role": "user", "content": "What is the weather in Paris?"}]
+IN_PARIS = '<tool_call>\n{"name": "weather_get", "arguments": {"city": "Paris"}}\n</tool_call>'
+IN_LIMA = '<tool_call>\n{"name": "weather_get", "arguments": {"city": "Lima"}}\n</tool_call>'
+
+
+def agent_shape_and_paris_case() -> tuple[RequestShape, Case]:
+    """The agent mapping's request shape, and a weather case asked about Paris."""
     answer = ToolSpec.model_validate(
         {"function": {"name": "answer", "parameters": {"type": "object"}}}
     )
-    shape = RequestShape("agent", "Be brief.", answer, 64)
-    asked = [{"role": "user", "content": "What is the weather in Paris?"}]
     truth = [{"weather.get": {"city": ["Paris"], "days": [""], "options": [""]}}]
-    weather = Case("simple_python_z", "simple_python", asked, [WEATHER], truth)
-    good = '<tool_call>\n{"name": "weather_get", "arguments": {"city": "Paris"}}\n</tool_call>'
-    made_up = '<tool_call>\n{"name": "weather_get", "arguments": {"city": "Lima"}}\n</tool_call>'
-    decoder = ScriptedDecoder(good)
-    kept = run_case(LocalBackend("s", ChatTemplate(None), decoder), shape, weather, "s")
+    weather = Case("simple_python_z", "simple_python", PARIS, [WEATHER], truth)
+    return RequestShape("agent", "Be brief.", answer, 64), weather
+
+
+def scripted_case(reply: str, shape: RequestShape, case: Case) -> Outcome:
+    return run_case(LocalBackend("s", ChatTemplate(None), ScriptedDecoder(reply)), shape, case, "s")
+
+
+def test_the_agent_mapping_does_not_count_a_call_built_from_made_up_values() -> None:
+    shape, weather = agent_shape_and_paris_case()
+    kept = scripted_case(IN_PARIS, shape, weather)
     assert kept.valid and kept.unchecked and kept.guessed == []
-    decoder = ScriptedDecoder(made_up)
-    gated = run_case(LocalBackend("s", ChatTemplate(None), decoder), shape, weather, "s")
+    gated = scripted_case(IN_LIMA, shape, weather)
     assert gated.guessed == ["city='Lima'"] and gated.unchecked is False and not gated.valid
     # On irrelevance the made-up call becomes a text reply: right, where unchecked it is wrong.
-    irrelevant = Case("irrelevance_z", "irrelevance", asked, [WEATHER], None)
-    decoder = ScriptedDecoder(made_up)
-    outcome = run_case(LocalBackend("s", ChatTemplate(None), decoder), shape, irrelevant, "s")
+    irrelevant = Case("irrelevance_z", "irrelevance", PARIS, [WEATHER], None)
+    outcome = scripted_case(IN_LIMA, shape, irrelevant)
     assert outcome.valid and outcome.unchecked is False
 
 
 def test_a_stored_reply_is_checked_again_with_the_check_as_it_is_now() -> None:
-    answer = ToolSpec.model_validate(
-        {"function": {"name": "answer", "parameters": {"type": "object"}}}
-    )
-    shape = RequestShape("agent", "Be brief.", answer, 64)
-    asked = [{"role": "user", "content": "What is the weather in Paris?"}]
-    truth = [{"weather.get": {"city": ["Paris"], "days": [""], "options": [""]}}]
-    weather = Case("simple_python_z", "simple_python", asked, [WEATHER], truth)
-    good = '<tool_call>\n{"name": "weather_get", "arguments": {"city": "Paris"}}\n</tool_call>'
-    stored = run_case(
-        LocalBackend("s", ChatTemplate(None), ScriptedDecoder(good)), shape, weather, "s"
-    )
+    shape, weather = agent_shape_and_paris_case()
+    stored = scripted_case(IN_PARIS, shape, weather)
     # As if an older check had refused it: checked again, the reply is right, and no model ran.
     refused = replace(stored, valid=False, guessed=["city='Paris'"], error="wrong_count")
     again = rechecked(refused, shape, weather)
