@@ -1,5 +1,5 @@
-"""What more than one layer needs to know about this machine: clawloop's cache folder and the
-C compiler.
+"""What more than one layer needs to know about this machine: clawloop's cache folder, the
+C compiler, and how long OpenMP threads spin.
 
 The engine's kernels (``backends``) and the sandbox's helpers (``sandbox``) are both compiled
 on first use into the cache folder, and the backends keep their weight and prompt caches there;
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import MutableMapping
 from pathlib import Path
 
 
@@ -23,6 +24,32 @@ def cache_root() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("clawloop"))
+
+
+# GNU OpenMP's own spin for a process with more threads than CPUs (its default otherwise is
+# 300,000 rounds): see bound_spin_waits.
+SPIN_ROUNDS = "1000"
+
+
+def bound_spin_waits(environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Make OpenMP threads that wait at a barrier sleep after a short spin; True if it set it.
+
+    llama.cpp (built with OpenMP), PyTorch and the engine's C kernels run each decode step on
+    OpenMP threads that meet at a barrier after every operation, hundreds of times a token. GNU
+    OpenMP lets the first thread there spin 300,000 rounds before it sleeps, unless the process
+    has more threads than CPUs. When another program holds a core (a build, a browser, a second
+    agent), the thread the barrier waits for is often not running, and the spinning one holds the
+    core it needs: with one of two cores busy, an ``agent run`` on the engine took 122 s instead
+    of 2 s (``bench/busy_machine.py``, docs/engine.md "A busy machine"). With
+    ``GOMP_SPINCOUNT`` at 1,000 rounds, what GNU OpenMP uses itself when threads outnumber CPUs,
+    the waiting thread soon gives its core back; on an idle machine the barriers still meet
+    within the spin. Only a runtime loaded after this call reads it, so it runs first in every
+    entry point; a user's own ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` is kept.
+    """
+    if "GOMP_SPINCOUNT" in environ or "OMP_WAIT_POLICY" in environ:
+        return False
+    environ["GOMP_SPINCOUNT"] = SPIN_ROUNDS
+    return True
 
 
 def c_compiler() -> str | None:

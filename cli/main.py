@@ -151,9 +151,11 @@ def _group() -> None:
 
 def main() -> None:
     """Entry point: run the app; a UserError becomes one line on stderr and exit code 2."""
+    from agent.host import bound_spin_waits
     from cli.console import install_safe_logging
     from cli.fast_exit import finish
 
+    bound_spin_waits()  # before any command loads an OpenMP runtime, and for the engine's host
     install_safe_logging()
     try:
         app()

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import BackendError, UserError
+from agent.host import bound_spin_waits
 from agent.messages import ChatRequest, ToolSpec, Usage
 from backends.base import DecodeResult, LocalBackend
 from backends.gguf.default_model import (
@@ -106,6 +107,7 @@ _GRAMMARS: dict[tuple[str, str, int], str] = {}
 
 
 def _import_llama_cpp() -> Any:
+    bound_spin_waits()  # before llama.cpp loads its OpenMP runtime
     try:
         import llama_cpp
     except ImportError:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserError
+from agent.host import bound_spin_waits
 from agent.messages import ChatRequest, ToolSpec
 from backends.engine.resident.protocol import peer_uid, receive, send
 
@@ -128,6 +129,7 @@ class Host:
 
 def main(argv: list[str] | None = None) -> int:
     """Load the engine with the given options, then serve until idle."""
+    bound_spin_waits()  # before torch and the kernels load their OpenMP runtimes
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     path, keep_alive, options_json = argv if argv is not None else sys.argv[1:4]
     options = json.loads(options_json)
