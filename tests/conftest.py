@@ -20,6 +20,12 @@ from typing import Any
 
 import pytest
 
+from agent.host import bound_spin_waits
+
+# The tests load torch, the engine's kernels and llama.cpp in this process, as `agent` does;
+# as `agent` does, they bound OpenMP's spin before any of them loads (agent/host.py).
+bound_spin_waits()
+
 STRICT = os.environ.get("CLAWLOOP_STRICT_SKIPS") == "1"
 # Skip reasons that mean something was not installed or not built, not a hardware feature.
 MISSING = ("could not import", "not installed", "no c compiler", "not built here", "pip install")
