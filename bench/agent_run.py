@@ -71,6 +71,32 @@ def one_run(backend: str, task: str, workspace: Path, env: dict[str, str]) -> di
     }
 
 
+def scratch(tmp: Path) -> tuple[Path, dict[str, str]]:
+    """A workspace in ``tmp`` holding a 3-line README.md, and an environment for ``agent``
+    whose cache, data and config are in ``tmp`` too (the config file is not written)."""
+    workspace = tmp / "work"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("line one\nline two\nline three\n")
+    env = dict(os.environ)
+    env.update(
+        CLAWLOOP_CACHE_DIR=str(tmp / "cache"),
+        CLAWLOOP_DATA_DIR=str(tmp / "data"),
+        CLAWLOOP_CONFIG=str(tmp / "config.toml"),
+        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+    )
+    return workspace, env
+
+
+def stop_engine(env: dict[str, str]) -> None:
+    """Stop the resident engine hosts this environment's cache folder holds."""
+    subprocess.run(
+        [sys.executable, "-m", "cli.main", "engine", "stop"],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backend", default="engine")
@@ -78,18 +104,8 @@ def main() -> None:
     parser.add_argument("--task", default=TASK)
     parser.add_argument("--keep-alive", type=int, default=None, help="engine keep_alive, s")
     args = parser.parse_args()
-    root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:
-        workspace = Path(tmp) / "work"
-        workspace.mkdir()
-        (workspace / "README.md").write_text("line one\nline two\nline three\n")
-        env = dict(os.environ)
-        env.update(
-            CLAWLOOP_CACHE_DIR=str(Path(tmp) / "cache"),
-            CLAWLOOP_DATA_DIR=str(Path(tmp) / "data"),
-            CLAWLOOP_CONFIG=str(Path(tmp) / "config.toml"),
-            PYTHONPATH=str(root),
-        )
+        workspace, env = scratch(Path(tmp))
         if args.keep_alive is not None:
             config = f"[backends.engine]\nkeep_alive = {args.keep_alive}\n"
             (Path(tmp) / "config.toml").write_text(config)
@@ -108,9 +124,7 @@ def main() -> None:
         one, five, _ = os.getloadavg()
         print(f"answer: {row['answer']!r}; load average at the end {one:.1f}/{five:.1f}")
         if args.backend == "engine":
-            subprocess.run(
-                [sys.executable, "-m", "cli.main", "engine", "stop"], env=env, check=False
-            )
+            stop_engine(env)
 
 
 if __name__ == "__main__":

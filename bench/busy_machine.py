@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agent_run import TASK, one_run
+from agent_run import TASK, one_run, scratch, stop_engine
 
 GNU_DEFAULT = "300000"
 
@@ -41,15 +41,6 @@ def busy(cores: int) -> Iterator[None]:
         for loop in loops:
             loop.kill()
             loop.wait()
-
-
-def stop_engine(env: dict[str, str]) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "cli.main", "engine", "stop"],
-        env=env,
-        capture_output=True,
-        check=False,
-    )
 
 
 def arm(
@@ -72,30 +63,20 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=1, help="cores kept busy (default 1)")
     args = parser.parse_args()
     backends = args.backend or ["llamacpp", "engine"]
-    root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:
-        workspace = Path(tmp) / "work"
-        workspace.mkdir()
-        (workspace / "README.md").write_text("line one\nline two\nline three\n")
-        env = dict(os.environ)
+        workspace, env = scratch(Path(tmp))
         env.pop("OMP_WAIT_POLICY", None)
-        env.update(
-            CLAWLOOP_CACHE_DIR=str(Path(tmp) / "cache"),
-            CLAWLOOP_DATA_DIR=str(Path(tmp) / "data"),
-            CLAWLOOP_CONFIG=str(Path(tmp) / "config.toml"),
-            PYTHONPATH=str(root),
-        )
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()}; task {TASK!r}")
         print("| backend | machine | GOMP_SPINCOUNT | wall s, median (range) |")
         print("|---|---|---|---|")
         try:
             for backend in backends:
-                for state in ("idle", f"{args.busy} core(s) busy"):
+                for cores in (0, args.busy):
+                    state = f"{cores} core(s) busy" if cores else "idle"
                     for spin, label in (
                         (None, "unset (clawloop: 1000)"),
                         (GNU_DEFAULT, GNU_DEFAULT),
                     ):
-                        cores = 0 if state == "idle" else args.busy
                         with busy(cores):
                             walls = arm(backend, spin, args.runs, workspace, env)
                         print(
