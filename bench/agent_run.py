@@ -19,6 +19,7 @@ stopped at the end.
     python bench/agent_run.py                      # the bundled engine, 3 runs
     python bench/agent_run.py --keep-alive 0       # the engine loaded in each run's process
     python bench/agent_run.py --backend llamacpp   # the embedded default, for comparison
+    python bench/agent_run.py --speculate 0        # the engine without drafted tokens
 """
 
 from __future__ import annotations
@@ -103,12 +104,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--task", default=TASK)
     parser.add_argument("--keep-alive", type=int, default=None, help="engine keep_alive, s")
+    parser.add_argument(
+        "--speculate", type=int, default=None, help="engine num_speculative_tokens (unset: its own)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         workspace, env = scratch(Path(tmp))
-        if args.keep_alive is not None:
-            config = f"[backends.engine]\nkeep_alive = {args.keep_alive}\n"
-            (Path(tmp) / "config.toml").write_text(config)
+        settings = {"keep_alive": args.keep_alive, "num_speculative_tokens": args.speculate}
+        lines = [f"{key} = {value}\n" for key, value in settings.items() if value is not None]
+        if lines:
+            (Path(tmp) / "config.toml").write_text("[backends.engine]\n" + "".join(lines))
         one, five, _ = os.getloadavg()
         print(f"backend {args.backend}; task {args.task!r}; load average {one:.1f}/{five:.1f}")
         print("| run | wall s | outside loop s | call: ttft s + rest s (prompt/cached/generated) |")

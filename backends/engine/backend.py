@@ -110,6 +110,7 @@ class LoadedEngine:
     constraints: Any  # a ConstraintFactory
     template: ChatTemplate
     adapter: Path | None = None  # the LoRA adapter merged into the weights
+    device: str = "cpu"  # where the engine runs: "cpu", "cuda", "cuda:N"
 
     @property
     def tokenizer(self) -> Any:
@@ -162,7 +163,9 @@ def load_engine(
                 bos_token=tokenizer.bos_token,
                 eos_token=tokenizer.eos_token,
             )
-            _engines[key] = LoadedEngine(path, engine, constraints, template, config.adapter)
+            _engines[key] = LoadedEngine(
+                path, engine, constraints, template, config.adapter, config.device
+            )
         return _engines[key]
 
 
@@ -203,7 +206,8 @@ def engine_decoder(loaded: LoadedEngine, options: dict[str, object]) -> EngineDe
     from backends.engine.config import EngineSettings
 
     # Per backend, not per engine: backends sharing one loaded model may differ here.
-    speculate = EngineSettings.from_options(dict(options)).num_speculative_tokens
+    settings = EngineSettings.from_options(dict(options))
+    speculate = settings.speculation_on(loaded.device)
     return EngineDecoder(
         loaded.engine,
         loaded.tokenizer,

@@ -15,6 +15,10 @@ from backends.gguf.reader import GGUFFile, read_gguf
 # Architectures the engine runs: all are Llama-style decoders (RMSNorm, RoPE, GQA, SwiGLU).
 SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
 GGUF_INSTALL_HINT = "pip install 'clawloop[engine]'"
+# Drafted tokens per step when the settings leave it unset, on the CPU: agent turns decode 1.2 to
+# 1.3 times as fast with 3 and greedy output is unchanged (bench/speculation.py, docs/engine.md).
+# Off on a GPU, where the check of a draft has not been measured.
+SPECULATE_ON_CPU = 3
 
 
 @dataclass(slots=True)
@@ -183,8 +187,9 @@ class EngineSettings(BaseModel):
     # Append the tokens a tool-call grammar forces at once instead of decoding them one by one.
     jump_forward: bool = True
     # Prompt-lookup speculative decoding for every request of this backend: draft up to this
-    # many tokens per step from the conversation itself (0: off; see docs/engine.md).
-    num_speculative_tokens: int = Field(default=0, ge=0, le=16)
+    # many tokens per step from the conversation itself (0: off; unset: SPECULATE_ON_CPU on the
+    # CPU, off elsewhere; see docs/engine.md).
+    num_speculative_tokens: int | None = Field(default=None, ge=0, le=16)
     # Keep the loaded model in the user's cache folder so later starts skip decoding the file.
     weight_cache: bool = True
     # Full prompt blocks kept on disk across processes (unset: on for CPU, off elsewhere).
@@ -203,6 +208,12 @@ class EngineSettings(BaseModel):
             err = exc.errors()[0]
             key = ".".join(str(p) for p in err["loc"])
             raise ConfigError(f"invalid engine setting {key!r}: {err['msg']}") from None
+
+    def speculation_on(self, device: str) -> int:
+        """Tokens drafted per step for this backend's requests on ``device`` (0: none)."""
+        if self.num_speculative_tokens is not None:
+            return self.num_speculative_tokens
+        return SPECULATE_ON_CPU if device == "cpu" else 0
 
     def disk_cache_on(self, device: str) -> bool:
         """Whether the disk prefix cache is in use on ``device``."""

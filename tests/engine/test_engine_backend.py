@@ -162,6 +162,34 @@ def test_bundled_model_answers_through_the_engine(real_backend: object) -> None:
 
 
 @pytest.mark.slow
+def test_the_cpu_default_drafts_from_the_prompt_and_changes_no_greedy_token(
+    real_backend: object,
+) -> None:
+    from agent.backend import Completion
+    from backends.engine.backend import make_engine_backend
+    from backends.engine.config import SPECULATE_ON_CPU
+
+    assert SPECULATE_ON_CPU > 0
+    assert real_backend.decoder.num_speculative_tokens == SPECULATE_ON_CPU  # type: ignore[attr-defined]
+    plain = make_engine_backend(device="cpu", num_speculative_tokens=0)
+    assert plain.decoder.num_speculative_tokens == 0  # type: ignore[attr-defined]
+    engine = real_backend.decoder.engine  # type: ignore[attr-defined]
+    assert plain.decoder.engine is engine  # type: ignore[attr-defined]
+    line = "backup_2026-11-30.tar.gz moved to /srv/archive/weekly/backup_2026-11-30.tar.gz"
+    chat = ChatRequest(
+        messages=[UserMessage(content=f"Repeat this line exactly:\n{line}\n{line}")],
+        max_tokens=48,
+    )
+    before = engine.stats.speculation.num_draft_tokens
+    drafted = list(real_backend.generate(chat))[-1]  # type: ignore[attr-defined]
+    assert engine.stats.speculation.num_draft_tokens > before
+    reference = list(plain.generate(chat))[-1]
+    assert isinstance(drafted, Completion) and isinstance(reference, Completion)
+    assert drafted.message.content == reference.message.content
+    assert drafted.usage.completion_tokens == reference.usage.completion_tokens
+
+
+@pytest.mark.slow
 def test_required_tool_choice_gives_a_valid_tool_call(real_backend: object) -> None:
     from agent.backend import Completion
 

@@ -106,3 +106,16 @@ def test_settings_reach_the_runner_and_the_scheduler_whole(tmp_path: Path) -> No
         assert len(done.token_ids) == 2
     finally:
         engine.close()
+
+
+def test_speculation_defaults_on_for_the_cpu_only_and_a_setting_wins() -> None:
+    from backends.engine.config import SPECULATE_ON_CPU
+
+    unset = EngineSettings.from_options({})
+    assert unset.speculation_on("cpu") == SPECULATE_ON_CPU > 0
+    assert unset.speculation_on("cuda") == 0
+    assert unset.speculation_on("cuda:1") == 0
+    off = EngineSettings.from_options({"num_speculative_tokens": 0})
+    assert off.speculation_on("cpu") == 0
+    five = EngineSettings.from_options({"num_speculative_tokens": 5})
+    assert five.speculation_on("cpu") == 5 and five.speculation_on("cuda") == 5
