@@ -124,10 +124,15 @@ def test_paged_decode_matches_the_reference(
 
 
 @needs_decode
-@pytest.mark.parametrize(("kv_heads", "heads", "dim"), [(2, 8, 128), (4, 4, 32), (1, 2, 48)])
-def test_paged_decode_over_float16_at_other_head_sizes(kv_heads: int, heads: int, dim: int) -> None:
-    """Other models' heads (128 and 32 dimensions, no grouping, one KV head) over a float16
-    pool, one new token per sequence, against the reference."""
+@pytest.mark.parametrize("new", [1, 3])
+@pytest.mark.parametrize(
+    ("kv_heads", "heads", "dim"), [(2, 8, 128), (4, 4, 32), (1, 2, 48), (1, 3, 40)]
+)
+def test_paged_decode_over_float16_at_other_head_sizes(
+    kv_heads: int, heads: int, dim: int, new: int
+) -> None:
+    """Other models' heads (128, 32 and 40 dimensions, no grouping, one KV head) over a float16
+    pool, one or three new tokens per sequence, against the reference."""
     rng = random.Random(dim)
     block, blocks = 16, 120
     generator = torch.Generator().manual_seed(dim)
@@ -135,15 +140,16 @@ def test_paged_decode_over_float16_at_other_head_sizes(kv_heads: int, heads: int
     v_pool = torch.randn(blocks, block, kv_heads, dim, generator=generator).half()
     lengths = [500, 37, 129]
     tables, _ = scattered_tables(lengths, blocks, block, rng)
-    q = torch.randn(len(lengths), heads, dim, generator=generator)
+    news = [new] * len(lengths)
+    q = torch.randn(sum(news), heads, dim, generator=generator)
     kernel = PagedDecode.available()
     assert kernel is not None
     if not kernel.reads_half(kv_heads, dim):
         pytest.skip("no F16C here: float16 pools stay in PyTorch")
-    got = kernel.plan(tables, lengths, heads, dim)(q, k_pool, v_pool, dim**-0.5)
+    got = kernel.plan(tables, lengths, heads, dim, news)(q, k_pool, v_pool, dim**-0.5)
     width = max(len(t) for t in tables)
     padded = torch.tensor([t + [0] * (width - len(t)) for t in tables])
-    starts = torch.arange(len(lengths) + 1)
+    starts = torch.arange(len(lengths) + 1) * new
     expected = paged_attention_reference(
         q, k_pool.float(), v_pool.float(), padded, starts, torch.tensor(lengths), dim**-0.5
     )
@@ -184,24 +190,29 @@ def test_the_build_is_cached_per_source_and_reused(
 
 
 @needs_decode
-def test_paged_decode_runs_a_few_new_tokens_causally() -> None:
-    """Tokens a grammar forced arrive several at a time: each sees the keys up to itself."""
+@pytest.mark.parametrize("pool_dtype", [torch.float32, torch.float16])
+def test_paged_decode_runs_a_few_new_tokens_causally(pool_dtype: torch.dtype) -> None:
+    """Tokens a grammar forced, or drafts to check, arrive several at a time: each sees the keys
+    up to itself (over a float16 pool the keys are widened as they are transposed)."""
     rng = random.Random(7)
     block, kv_heads, heads, dim = 16, 3, 9, 64
     generator = torch.Generator().manual_seed(7)
-    k_pool = torch.randn(300, block, kv_heads, dim, generator=generator)
-    v_pool = torch.randn(300, block, kv_heads, dim, generator=generator)
-    lengths, news = [900, 5, 300, 17], [5, 5, 1, 8]  # one whose new tokens are all it has
+    k_pool = torch.randn(300, block, kv_heads, dim, generator=generator).to(pool_dtype)
+    v_pool = torch.randn(300, block, kv_heads, dim, generator=generator).to(pool_dtype)
+    # one whose new tokens are all it has; 2 and 3 new tokens (drafts) over 130 and 1,000 keys
+    lengths, news = [900, 5, 300, 17, 130, 1000], [5, 5, 1, 8, 2, 3]
     tables, spare = scattered_tables(lengths, 300, block, rng)
     q = torch.randn(sum(news), heads, dim, generator=generator)
     kernel = PagedDecode.available()
     assert kernel is not None
+    if pool_dtype == torch.float16 and not kernel.reads_half(kv_heads, dim):
+        pytest.skip("no F16C here: float16 pools stay in PyTorch")
     got = kernel.plan(tables, lengths, heads, dim, news)(q, k_pool, v_pool, 0.125)
     width = max(len(t) for t in tables)
     padded = torch.tensor([t + [0] * (width - len(t)) for t in tables])
     starts = torch.tensor([0, *torch.tensor(news).cumsum(0).tolist()])
     expected = paged_attention_reference(
-        q, k_pool, v_pool, padded, starts, torch.tensor(lengths), 0.125
+        q, k_pool.float(), v_pool.float(), padded, starts, torch.tensor(lengths), 0.125
     )
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     # In a step with a long prompt chunk too, only the short runs go to the kernel.

@@ -28,6 +28,9 @@
 #define MAX_ROWS 256
 #define PV_ROWS 4 /* rows whose weighted values are summed in registers at once */
 #define PROMPT_TOKENS 4 /* from this many new tokens, scores run along the keys */
+/* Over a float16 pool with AVX-512, from this many: there the keys are widened as they are
+ * transposed, in 16x16 tiles of registers, instead of widened into a buffer first. */
+#define HALF_PROMPT_TOKENS 2
 #define SCORE_KEYS 64 /* keys whose scores one row keeps in registers */
 #define MAX_DIM 128
 /* The cached rows this many tokens ahead are prefetched while a token is read (decoding over a
@@ -199,19 +202,78 @@ static inline __attribute__((always_inline)) void score_rows(const float *query,
 #endif
 }
 
+#ifdef __AVX512F__
+/* r[i] lane j -> r[j] lane i: a 16x16 tile of floats transposed in registers. */
+static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+        const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+#endif
+
+/* kt [dim][CHUNK] = the keys' dimensions at ``at`` .. at + dim - 1, key t in column t, zero past
+ * the n keys up to ``padded``: 16x16 tiles in registers where the sizes allow, a scalar copy (one
+ * store per value, each on another cache line) otherwise. With ``half_keys`` (only where the
+ * tiles run) the keys are read from the float16 pool and widened in registers. */
+static inline void transpose_keys(const float *const *keys, const uint16_t *const *half_keys,
+                                  int n, int padded, long at, int dim, float *kt) {
+#ifdef __AVX512F__
+    if (dim % 16 == 0) {
+        for (int t0 = 0; t0 < padded; t0 += 16)
+            for (int d0 = 0; d0 < dim; d0 += 16) {
+                __m512 r[16];
+                for (int i = 0; i < 16; i++)
+                    if (t0 + i >= n)
+                        r[i] = _mm512_setzero_ps();
+                    else if (half_keys != NULL)
+                        r[i] = _mm512_cvtph_ps(
+                            _mm256_loadu_si256((const __m256i *)(half_keys[t0 + i] + at + d0)));
+                    else
+                        r[i] = _mm512_loadu_ps(keys[t0 + i] + at + d0);
+                transpose16(r);
+                for (int j = 0; j < 16; j++)
+                    _mm512_store_ps(kt + (long)(d0 + j) * CHUNK + t0, r[j]);
+            }
+        return;
+    }
+#endif
+    for (int t = 0; t < padded; t++) {
+        const float *k = t < n ? keys[t] + at : NULL;
+        for (int d = 0; d < dim; d++) kt[(long)d * CHUNK + t] = k ? k[d] : 0.0f;
+    }
+}
+
 /* Scores of a run of several new tokens (a prompt's tile): each KV head's keys transposed once,
  * so every query row's dot products run along the keys, with no horizontal sums. */
 static inline __attribute__((always_inline)) void prompt_scores(
-    const float *q, const float *const *keys, int n, int kv_heads, int heads, const int dim,
-    int tokens, int begin, int first_position, float scale, float *scores) {
+    const float *q, const float *const *keys, const uint16_t *const *half_keys, int n,
+    int kv_heads, int heads, const int dim, int tokens, int begin, int first_position,
+    float scale, float *scores) {
     static __thread float kt[MAX_DIM * CHUNK] __attribute__((aligned(64)));
     const int group = heads / kv_heads;
     const int padded = (n + SCORE_KEYS - 1) / SCORE_KEYS * SCORE_KEYS; /* <= CHUNK */
     for (int g = 0; g < kv_heads; g++) {
-        for (int t = 0; t < padded; t++) {
-            const float *k = t < n ? keys[t] + (long)g * dim : NULL;
-            for (int d = 0; d < dim; d++) kt[(long)d * CHUNK + t] = k ? k[d] : 0.0f;
-        }
+        transpose_keys(keys, half_keys, n, padded, (long)g * dim, dim, kt);
         for (int i = 0; i < tokens; i++) {
             for (int h = g * group; h < (g + 1) * group;) {
                 const int count = (g + 1) * group - h < PV_ROWS ? (g + 1) * group - h : PV_ROWS;
@@ -282,12 +344,16 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
     const long block_stride = (long)block_size * token_stride;
     int block = begin / block_size, offset = begin % block_size;
     static __thread const float *keys[CHUNK];
+    static __thread const uint16_t *half_keys[CHUNK];
     static __thread float wide_keys[CHUNK * MAX_KV], wide_values[CHUNK * MAX_KV];
     /* One new token over a float16 pool: its keys scored as they are read. */
 #ifdef __AVX512F__
     const int direct = half && tokens == 1 && dim % 16 == 0 && dim <= MAX_DIM;
+    /* Several new tokens over a float16 pool: the keys are widened as they are transposed. */
+    const int tiled =
+        half && !direct && tokens >= HALF_PROMPT_TOKENS && dim % 16 == 0 && dim <= MAX_DIM;
 #else
-    const int direct = 0;
+    const int direct = 0, tiled = 0;
 #endif
     for (int t = 0; t < n; t++) {
         const long at = table[block] * block_stride + offset * token_stride;
@@ -304,7 +370,9 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
             }
         }
         if (half) {
-            if (!direct)
+            if (tiled)
+                half_keys[t] = (const uint16_t *)k_pool + at;
+            else if (!direct)
                 widen((const uint16_t *)k_pool + at, wide_keys + t * token_stride, token_stride);
             widen((const uint16_t *)v_pool + at, wide_values + t * token_stride, token_stride);
 #ifdef __AVX512F__
@@ -325,9 +393,9 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
     }
     if (direct) {
         /* scored above, as the keys were read */
-    } else if (tokens >= PROMPT_TOKENS && dim <= MAX_DIM) {
-        prompt_scores(q, keys, n, kv_heads, heads, dim, tokens, begin, first_position, scale,
-                      scores);
+    } else if ((tiled || tokens >= PROMPT_TOKENS) && dim <= MAX_DIM) {
+        prompt_scores(q, keys, tiled ? half_keys : NULL, n, kv_heads, heads, dim, tokens, begin,
+                      first_position, scale, scores);
     } else {
         for (int t = 0; t < n; t++) {
             const int position = begin + t;
