@@ -32,14 +32,18 @@ static inline __attribute__((always_inline)) void wide_body(
     const int16_t *xq, const float *xs, const float *xsum, const int tile, float *y, long y_stride,
     const int four) {
     __m512 acc[WIDE_TILE];
-    __m512i sum[WIDE_TILE];
+    /* Up to 4 integer sums per row, added at the group's end: each multiply-add waits on the one
+     * before it in its sum, so a tile of few rows needs more sums to keep the unit busy. */
+    const int chains = tile <= 2 ? 4 : tile <= 4 ? 2 : 1;
+    __m512i sum[4][WIDE_TILE];
     const __m512i mask = _mm512_set1_epi16(0x0F);
     for (int r = 0; r < tile; r++) acc[r] = _mm512_setzero_ps();
     const long group_bytes = four ? 256 : 512;
     for (int g = 0; g < groups; g++) {
         const uint8_t *wg = w + g * group_bytes;
         const int16_t *xg = xq + g * GROUP;
-        for (int r = 0; r < tile; r++) sum[r] = _mm512_setzero_si512();
+        for (int c = 0; c < chains; c++)
+            for (int r = 0; r < tile; r++) sum[c][r] = _mm512_setzero_si512();
         for (int p = 0; p < 8; p++) {
             __m512i a, b;
             if (four) {
@@ -51,18 +55,21 @@ static inline __attribute__((always_inline)) void wide_body(
                 a = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(wg + 32 * p)));
                 b = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(wg + 32 * (p + 8))));
             }
+            const int ca = chains == 4 ? 2 * (p & 1) : 0, cb = chains == 1 ? 0 : ca + 1;
             for (int r = 0; r < tile; r++) {
                 const int32_t *x = (const int32_t *)(xg + (long)r * cols);
-                sum[r] = _mm512_dpwssd_epi32(sum[r], a, _mm512_set1_epi32(x[p]));
-                sum[r] = _mm512_dpwssd_epi32(sum[r], b, _mm512_set1_epi32(x[p + 8]));
+                sum[ca][r] = _mm512_dpwssd_epi32(sum[ca][r], a, _mm512_set1_epi32(x[p]));
+                sum[cb][r] = _mm512_dpwssd_epi32(sum[cb][r], b, _mm512_set1_epi32(x[p + 8]));
             }
         }
+        for (int c = 1; c < chains; c++)
+            for (int r = 0; r < tile; r++) sum[0][r] = _mm512_add_epi32(sum[0][r], sum[c][r]);
         const __m512 d = _mm512_loadu_ps(scale + g * LANES);
         const __m512 m = low ? _mm512_loadu_ps(low + g * LANES) : _mm512_setzero_ps();
         for (int r = 0; r < tile; r++) {
             const long at = (long)r * groups + g;
             const __m512 ds = _mm512_mul_ps(d, _mm512_set1_ps(xs[at]));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), ds, acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[0][r]), ds, acc[r]);
             if (low) acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(xsum[at]), acc[r]);
         }
     }
