@@ -6,6 +6,9 @@ loaded model's own tensors, plus the KV cache at the run's mean context) is the 
 sequence can decode; next to it the engine's measured
 decode (``single_stream.py``'s run: 256 new tokens after a 1,000-token prompt, greedy) and
 llama-cpp-python's on the same prompt against its own bytes (the GGUF's tensors, f16 cache).
+A second read sweep over as many bytes as one step reads gives the rate those bytes come at
+where they fit in a cache (a large shared L3 holds a small model's step): the last columns are
+the roofline and share at that rate, beside the ones at the rate from memory.
 Batched: one step of ``--batch`` decode rows, its FLOPs against float32 GEMM's measured FLOP/s
 (torch.matmul at the engine's projection shapes and that row count). Run by hand:
 
@@ -147,7 +150,11 @@ def main() -> None:
     if "llamacpp" not in args.skip and path.suffix == ".gguf":
         decode = run(llama_cpp_child, path, threads, prompt, args.new_tokens)
         if decode is not None:
-            measured["llama-cpp-python"] = (gguf_step_bytes(path), decode.decode_tok_s, "f16 KV")
+            gguf_step = gguf_step_bytes(path)
+            measured["llama-cpp-python"] = (gguf_step, decode.decode_tok_s, "f16 KV")
+            at_size["llama-cpp-python"] = measure(
+                "read", gguf_step.at(round(context)), threads
+            ).best_gb_s
             sweeps.append(measure("read", DRAM_BYTES, threads))
     best = max(sweeps, key=lambda b: b.best_gb_s)
     print(
@@ -163,7 +170,10 @@ def main() -> None:
     for name, (step, tok_s, kinds) in measured.items():
         rows[name] = _row(step, tok_s, bandwidth, context, kinds)
         if name in at_size:
+            at_roofline = at_size[name] * 1e9 / rows[name]["step_bytes"]
             rows[name]["read_at_step_size_gb_s"] = at_size[name]
+            rows[name]["roofline_at_step_size_tok_s"] = at_roofline
+            rows[name]["share_at_step_size"] = tok_s / at_roofline
     report["single_stream"] = rows
     print(
         f"\none sequence: {args.prompt_tokens}-token prompt, {args.new_tokens} new, mean"
@@ -171,13 +181,19 @@ def main() -> None:
     )
     print(
         f"{'system':<18} {'weights':>10} {'KV':>10} {'step':>10} {'roofline':>9}"
-        f" {'measured':>9} {'share':>6}"
+        f" {'measured':>9} {'share':>6}   {'read at step size':>17} {'roofline':>9} {'share':>6}"
     )
     for name, row in rows.items():
+        at = (
+            f"{row['read_at_step_size_gb_s']:>12.1f} GB/s"
+            f" {row['roofline_at_step_size_tok_s']:>9.1f} {row['share_at_step_size']:>6.1%}"
+            if "read_at_step_size_gb_s" in row
+            else f"{'':>32}"
+        )
         print(
             f"{name:<18} {_mib(row['weights_bytes']):>10} {_mib(row['kv_bytes']):>10}"
             f" {_mib(row['step_bytes']):>10} {row['roofline_tok_s']:>9.1f}"
-            f" {row['decode_tok_s']:>9.1f} {row['share']:>6.1%}   {row['note']}"
+            f" {row['decode_tok_s']:>9.1f} {row['share']:>6.1%}   {at}   {row['note']}"
         )
 
     if "batched" not in args.skip:
