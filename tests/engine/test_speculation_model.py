@@ -176,3 +176,41 @@ def test_the_grammar_takes_a_drafts_allowed_prefix_and_rolls_back(runner: ModelR
     for token in tokens[:cut]:
         assert constraint.accept(token)
     assert constraint.forced_tokens(8)  # there the grammar does force text
+
+
+def test_a_draft_carries_the_text_a_tool_call_grammar_forces(runner: ModelRunner) -> None:
+    """On the real grammar and tokenizer: after a guessed tool name the draft takes the fixed
+    text the grammar forces, then guesses the argument from an earlier call, all in one draft."""
+    import torch
+
+    from backends.engine.core.grammar_drafts import grammar_draft
+
+    factory = ConstraintFactory(runner.tokenizer, runner.config.vocab_size)
+    constraint = factory.for_tools(TOOLS, required=True)
+    assert constraint is not None
+    tok = runner.tokenizer
+    earlier = tok.encode(
+        'I called <tool_call>\n{"name": "read_file", "arguments": {"path": "notes/todo.txt"}}'
+        "\n</tool_call> before.\n"
+    )
+    so_far = tok.encode('<tool_call>\n{"name": "read')
+    for token in so_far:
+        assert constraint.accept(token)
+    words = (runner.config.vocab_size + 31) // 32
+    before = torch.zeros((1, words), dtype=torch.int32)
+    constraint.fill_bitmask(before, 0)
+
+    draft = grammar_draft(earlier + so_far, 8, 64, constraint, jump_forward=True)
+    after = torch.zeros((1, words), dtype=torch.int32)
+    constraint.fill_bitmask(after, 0)
+    assert torch.equal(before, after)  # the state is left as it was
+    text = tok.decode(draft.tokens)
+    assert '_file", "arguments": {"path": "notes' in text, text
+    assert draft.forced and max(draft.forced) < len(draft.tokens) - 1  # guesses after forced text
+    assert draft.num_guessed <= 8
+    # every forced position holds what the grammar forces there
+    for j, token in enumerate(draft.tokens):
+        if j in draft.forced:
+            assert constraint.peek_forced()[:1] == [token], j
+        assert constraint.accept(token)
+    constraint.rollback(len(draft.tokens))

@@ -32,6 +32,8 @@ class StepBatch:
     # aligned with sample_indices: draft tokens fed after the sequence's last token, to verify
     # (empty in batches built without drafts)
     drafts: list[list[int]] = field(default_factory=list)
+    # aligned with drafts: the positions in each draft that hold forced text
+    draft_forced: list[frozenset[int]] = field(default_factory=list)
 
     @property
     def has_drafts(self) -> bool:
@@ -68,4 +70,5 @@ def build_step_batch(scheduled: list[tuple[Sequence, int]], block_size: int) -> 
             batch.output_counts.append(seq.num_output_tokens)
             batch.constraints.append(seq.constraint)
             batch.drafts.append(drafts)
+            batch.draft_forced.append(frozenset(j for j in seq.draft_forced if j < len(drafts)))
     return batch

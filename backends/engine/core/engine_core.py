@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from backends.engine.core.batch import StepBatch, build_step_batch
 from backends.engine.core.block_manager import BlockManager
 from backends.engine.core.engine_config import EngineConfig
+from backends.engine.core.grammar_drafts import grammar_draft
 from backends.engine.core.params import SamplingParams
 from backends.engine.core.scheduler import Scheduler
 from backends.engine.core.sequence import Sequence
@@ -279,7 +280,7 @@ class EngineCore:
         if not self._speculates:
             return
         for seq in self.scheduler.running:
-            seq.draft_ids = []
+            seq.draft_ids, seq.draft_forced = [], frozenset()
             want = seq.params.num_speculative_tokens
             if want <= 0 or seq.num_output_tokens == 0:
                 continue
@@ -288,16 +289,19 @@ class EngineCore:
                 live.draft_pause -= 1
                 continue
             # The step emits up to one token more than it drafts.
-            room = min(
-                want,
+            space = min(
                 seq.params.max_tokens - seq.num_output_tokens - 1,
                 self.max_model_len - seq.num_tokens - 1,
             )
-            draft = propose_ngram(seq.token_ids, room)
             constraint: Any = seq.constraint
-            if draft and constraint is not None:
-                del draft[constraint.allowed_prefix(draft, self.config.jump_forward) :]
-            seq.draft_ids = draft
+            if constraint is None:
+                seq.draft_ids = propose_ngram(seq.token_ids, min(want, space))
+                seq.draft_forced = frozenset()
+            else:
+                draft = grammar_draft(
+                    seq.token_ids, want, space, constraint, self.config.jump_forward
+                )
+                seq.draft_ids, seq.draft_forced = draft.tokens, draft.forced
 
     def _append_tokens(self, seq: Sequence, tokens: list[int], num_drafted: int) -> CoreOutput:
         """Append a step's tokens to ``seq``: the drafts the model kept (already computed),
@@ -317,8 +321,12 @@ class EngineCore:
             if reason is not None:
                 break
         if num_drafted:
-            self.stats.speculation.record(num_drafted, len(tokens) - 1, len(tokens))
-            _back_off(live, kept=len(tokens) - 1)
+            # Forced text in a draft is no guess: counted as emitted, not as drafted or kept.
+            forced = [j for j in seq.draft_forced if j < num_drafted]
+            guessed = num_drafted - len(forced)
+            kept = len(tokens) - 1 - sum(j < len(tokens) - 1 for j in forced)
+            self.stats.speculation.record(guessed, kept, len(tokens))
+            _back_off(live, kept=kept)
             self.block_manager.cache_full_blocks(seq)
             self.block_manager.free_surplus_blocks(seq)
         if reason is None and constraint is not None and self.config.jump_forward:

@@ -115,7 +115,10 @@ class Scheduler:
                     break
             else:
                 # Drafts past the budget are dropped; the rest ride along after the last token.
-                del seq.draft_ids[max(num_new - seq.num_uncomputed_tokens, 0) :]
+                keep = max(num_new - seq.num_uncomputed_tokens, 0)
+                if keep < len(seq.draft_ids):
+                    seq.cut_draft(keep)  # may keep fewer, never more
+                    num_new -= keep - len(seq.draft_ids)
                 planned[seq.seq_id] = num_new
                 budget -= num_new
         out.scheduled = [(s, planned[s.seq_id]) for s in self.running if s.seq_id in planned]

@@ -42,6 +42,8 @@ class Sequence:
     # Guessed next tokens for this step (speculative decoding); they enter ``token_ids`` only
     # once the model has verified them.
     draft_ids: list[int] = field(default_factory=list)
+    # Positions in ``draft_ids`` holding text the grammar forces (kept whenever those before are)
+    draft_forced: frozenset[int] = frozenset()
 
     @classmethod
     def new(
@@ -82,6 +84,17 @@ class Sequence:
     @property
     def is_finished(self) -> bool:
         return self.status is SequenceStatus.FINISHED
+
+    def cut_draft(self, keep: int) -> None:
+        """Keep the first ``keep`` drafted tokens; a forced run is kept whole or not at all (the
+        engine appends forced text whole)."""
+        while (
+            0 < keep < len(self.draft_ids)
+            and keep in self.draft_forced
+            and keep - 1 in self.draft_forced
+        ):
+            keep -= 1
+        del self.draft_ids[max(keep, 0) :]
 
     def block_tokens(self, index: int, block_size: int) -> list[int]:
         """The token ids that belong in block ``index`` of this sequence (may be partial)."""

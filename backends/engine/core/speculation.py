@@ -12,12 +12,15 @@ the ones it agrees with.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 MAX_NGRAM = 3
 MIN_NGRAM = 1
 # How far back the search looks, in tokens: bounds a step's host time on very long contexts.
 SEARCH_WINDOW = 8192
+# How many different drafts a grammar may choose among (the first it takes whole wins).
+MAX_CANDIDATES = 4
 
 
 def propose_ngram(
@@ -32,12 +35,32 @@ def propose_ngram(
     Tries the last ``max_ngram`` tokens first, then shorter tails down to ``min_ngram``; the
     copy nearest the end wins among matches of one length. Empty when nothing matches.
     """
-    if num_tokens <= 0 or len(token_ids) < min_ngram + 1:
-        return []
+    for draft in ngram_candidates(token_ids, num_tokens, 1, max_ngram, min_ngram, window):
+        return draft
+    return []
+
+
+def ngram_candidates(
+    token_ids: list[int],
+    num_tokens: int,
+    limit: int = MAX_CANDIDATES,
+    max_ngram: int = MAX_NGRAM,
+    min_ngram: int = MIN_NGRAM,
+    window: int = SEARCH_WINDOW,
+) -> Iterator[list[int]]:
+    """Up to ``limit`` different drafts, best first: what followed each earlier copy of the
+    sequence's tail, the longest tail first and, among copies of one length, the nearest.
+
+    A caller that can rule drafts out (a grammar) takes the first that survives whole, or
+    the one that survives longest; one that cannot takes the first.
+    """
+    if num_tokens <= 0 or limit <= 0 or len(token_ids) < min_ngram + 1:
+        return
     history = token_ids[-window:]
     # The search runs in C: bytes.rfind over 4-byte items, keeping only aligned hits.
     raw = array("I", history).tobytes()
     size = len(history)
+    seen: set[tuple[int, ...]] = set()
     for n in range(min(max_ngram, size - 1), min_ngram - 1, -1):
         pattern = raw[(size - n) * 4 :]
         # A match must end before the tail itself, and be followed by at least one token.
@@ -46,11 +69,18 @@ def propose_ngram(
             at = raw.rfind(pattern, 0, end)
             if at < 0:
                 break
-            if at % 4 == 0:
-                start = at // 4 + n
-                return history[start : start + num_tokens]
             end = at + len(pattern) - 1
-    return []
+            if at % 4:
+                continue
+            start = at // 4 + n
+            draft = history[start : start + num_tokens]
+            key = tuple(draft)
+            if key in seen:
+                continue
+            seen.add(key)
+            yield draft
+            if len(seen) == limit:
+                return
 
 
 @dataclass(slots=True)

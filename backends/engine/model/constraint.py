@@ -117,6 +117,10 @@ class TokenConstraint:
             accepted.append(int(token))
         return accepted
 
+    def peek_forced(self) -> list[int]:
+        """The tokens :meth:`forced_tokens` would accept now, without accepting them."""
+        return [int(t) for t in self._matcher.find_jump_forward_tokens()]
+
     def is_terminated(self) -> bool:
         """True once a stop token was accepted in a state where the text may end."""
         return bool(self._matcher.is_terminated())

@@ -43,11 +43,14 @@ def verify(
     output_counts: Sequence[int],
     drafts: Sequence[Sequence[int]],
     bitmask: torch.Tensor | None = None,
+    forced: Sequence[frozenset[int]] | None = None,
 ) -> list[list[int]]:
     """The tokens each sequence emits this step: its kept drafts, then one token of its own.
 
     ``logits`` holds ``len(drafts[i]) + 1`` consecutive rows per sequence ``i``; ``bitmask``
-    (packed, as for the sampler) one row per logits row.
+    (packed, as for the sampler) one row per logits row. ``forced[i]`` names the positions of
+    ``drafts[i]`` that hold text the grammar forces: kept whenever the drafts before them are,
+    as the engine would have appended them without drafts.
     """
     import torch
 
@@ -65,7 +68,8 @@ def verify(
     guess = [t for d in drafts for t in [*d, -1]]
     if all(greedy):
         best = argmax.tolist()  # the step's one device-to-host copy
-        return _walk(drafts, best, [g == a for g, a in zip(guess, best, strict=True)])
+        keep_rows = [g == a for g, a in zip(guess, best, strict=True)]
+        return _walk(drafts, best, _force(keep_rows, drafts, forced))
     probs = filtered_probs(x, row_params, greedy)
     probs = probs / probs.sum(dim=-1, keepdim=True)  # min-p leaves rows unnormalised
     has_guess = torch.tensor([g >= 0 for g in guess], device=x.device)
@@ -82,7 +86,21 @@ def verify(
     tokens = torch.where(greedy_t, argmax, drawn)
     keep = torch.where(greedy_t, argmax == index.squeeze(1), keep) & has_guess
     both = torch.stack([tokens, keep.long()]).cpu().tolist()  # the step's one device-to-host copy
-    return _walk(drafts, both[0], [bool(k) for k in both[1]])
+    return _walk(drafts, both[0], _force([bool(k) for k in both[1]], drafts, forced))
+
+
+def _force(
+    keep: list[bool], drafts: Sequence[Sequence[int]], forced: Sequence[frozenset[int]] | None
+) -> list[bool]:
+    """``keep`` with every forced draft position kept."""
+    if forced:
+        row = 0
+        for draft, positions in zip(drafts, forced, strict=True):
+            for j in positions:
+                if j < len(draft):
+                    keep[row + j] = True
+            row += len(draft) + 1
+    return keep
 
 
 def _walk(drafts: Sequence[Sequence[int]], tokens: list[int], keep: list[bool]) -> list[list[int]]:
@@ -167,4 +185,6 @@ def execute_speculative(runner: Any, batch: StepBatch) -> list[list[int]]:
             return []
         logits = runner.model.logits(hidden)
         bitmask = draft_bitmask(batch.constraints, batch.drafts, logits.shape[1])
-        return verify(logits, batch.sampling, batch.output_counts, batch.drafts, bitmask)
+        return verify(
+            logits, batch.sampling, batch.output_counts, batch.drafts, bitmask, batch.draft_forced
+        )
