@@ -80,6 +80,29 @@ def batched_child(
     return {"step_s": statistics.median(times), "best_step_s": min(times)}
 
 
+def agent_turns_child(threads: int, tasks: int, k: int, max_tokens: int) -> dict[str, Any]:
+    """Agent turns (speculation.py's capture and replay, the engine as ``agent run`` builds it):
+    decode tokens/s without drafts and with ``k``, and the turns' mean context."""
+    import tempfile
+
+    os.environ["CLAWLOOP_ENGINE_THREADS"] = str(threads)
+    os.environ.setdefault("CLAWLOOP_DATA_DIR", tempfile.mkdtemp(prefix="clawloop-roofline-"))
+    from speculation import capture, measure
+
+    decoder, turns = capture(Path("evals/basic.yaml"), tasks)
+    replay = measure(decoder, turns, [k], max_tokens)
+    off, on = replay.arms
+    return {
+        "calls": len(turns),
+        "tokens": off.tokens,
+        "mean_context": replay.mean_context,
+        "off_tok_s": off.tokens / off.seconds,
+        "on_tok_s": on.tokens / on.seconds,
+        "k": k,
+        "greedy_identical": on.texts == off.texts,
+    }
+
+
 def gemm_flops(config: Any, rows: int, threads: int, repeat: int = 20) -> dict[str, float]:
     """float32 torch.matmul FLOP/s at each of the engine's projection shapes with ``rows`` rows,
     and the seconds one step's matmuls take at those speeds."""
@@ -117,7 +140,11 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--batch", type=int, default=64, help="rows of the batched step")
     parser.add_argument("--batch-prompt", type=int, default=256, help="prompt of each row")
-    parser.add_argument("--skip", action="append", default=[], choices=["llamacpp", "batched"])
+    parser.add_argument(
+        "--skip", action="append", default=[], choices=["llamacpp", "batched", "agent"]
+    )
+    parser.add_argument("--agent-tasks", type=int, default=10, help="tasks of evals/basic.yaml")
+    parser.add_argument("--speculate", type=int, default=3, help="drafts per step on agent turns")
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args()
 
@@ -196,6 +223,11 @@ def main() -> None:
             f" {row['decode_tok_s']:>9.1f} {row['share']:>6.1%}   {at}   {row['note']}"
         )
 
+    if "agent" not in args.skip:
+        agent_turns(
+            args, path, threads, measured.get("engine int4"), bandwidth, best.best_gb_s, report
+        )
+
     if "batched" not in args.skip:
         config = read_config(path)
         weights = args.weights.split(",")[0]
@@ -226,6 +258,37 @@ def main() -> None:
     print(f"load average at the end {report['load_end']}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
+
+
+def agent_turns(
+    args: argparse.Namespace,
+    path: Path,
+    threads: int,
+    int4: tuple[StepBytes, float, str] | None,
+    bandwidth: float,
+    gb_s: float,
+    report: dict[str, Any],
+) -> None:
+    """Effective decode tokens/s on real agent turns, with and without drafts, against the
+    plain-decode roofline at the turns' own mean context (default int4 weights)."""
+    turns = run(agent_turns_child, threads, args.agent_tasks, args.speculate, 128)
+    step = int4[0] if int4 is not None else None
+    if step is None:
+        found = run(bytes_child, path, "int4", threads)
+        step = found[0] if found is not None else None
+    if turns is None or step is None:
+        print("agent turns: the child process failed")
+        return
+    roofline = bandwidth / step.at(round(turns["mean_context"]))
+    report["agent_turns"] = turns | {"roofline_tok_s": roofline}
+    print(
+        f"\nagent turns ({turns['calls']} calls of the first {args.agent_tasks} tasks of"
+        f" evals/basic.yaml, {turns['tokens']} output tokens, mean context"
+        f" {turns['mean_context']:.0f}): roofline {roofline:.1f} tok/s at {gb_s:.1f} GB/s"
+    )
+    for label, rate in (("no drafts", turns["off_tok_s"]), (f"k={turns['k']}", turns["on_tok_s"])):
+        print(f"  engine int4, {label:<9} {rate:7.1f} tok/s  {rate / roofline:5.2f}x the roofline")
+    print(f"  greedy output identical with and without drafts: {turns['greedy_identical']}")
 
 
 def _row(step: StepBytes, tok_s: float, bandwidth: float, context: float, note: str) -> dict:

@@ -91,21 +91,22 @@ class Arm:
     texts: list[str] = field(default_factory=list)
 
 
-def decode_once(decoder: Any, turn: Turn, k: int, max_tokens: int) -> tuple[float, int, str]:
-    """Decode ``turn`` with ``k`` drafted tokens: (seconds, output tokens, text)."""
+def decode_once(decoder: Any, turn: Turn, k: int, max_tokens: int) -> tuple[float, int, str, int]:
+    """Decode ``turn`` with ``k`` drafted tokens: (seconds, output tokens, text, prompt tokens)."""
     from backends.base import DecodeResult
 
     decoder.num_speculative_tokens = k
     limit = min(turn.request.max_tokens or max_tokens, max_tokens)
     request = turn.request.model_copy(update={"max_tokens": limit})
-    tokens, text = 0, []
+    tokens, prompt_tokens, text = 0, 0, []
     began = time.perf_counter()
     for item in decoder.decode(turn.prompt, request, turn.stop, turn.tools):
         if isinstance(item, DecodeResult):
             tokens += item.usage.completion_tokens
+            prompt_tokens += item.usage.prompt_tokens
         else:
             text.append(item)
-    return time.perf_counter() - began, tokens, "".join(text)
+    return time.perf_counter() - began, tokens, "".join(text), prompt_tokens
 
 
 def warm(decoder: Any, turns: list[Turn]) -> None:
@@ -114,17 +115,32 @@ def warm(decoder: Any, turns: list[Turn]) -> None:
         decode_once(decoder, turn, 0, 1)
 
 
-def compare(name: str, decoder: Any, turns: list[Turn], ks: list[int], max_tokens: int) -> None:
+@dataclass(slots=True)
+class Replay:
+    """One set of calls decoded once per setting: each setting's totals, and the drafting
+    counters per ``k`` (drafted, kept, verification steps, tokens those steps emitted)."""
+
+    arms: list[Arm]
+    counts: dict[int, list[int]]
+    mean_context: float  # tokens of context per decoded token, on average
+
+    @property
+    def off(self) -> Arm:
+        return self.arms[0]
+
+
+def measure(decoder: Any, turns: list[Turn], ks: list[int], max_tokens: int) -> Replay:
     """Every call is decoded once per setting, the settings back to back and in a rotating
     order, so a change in the machine's load falls on all of them alike."""
     warm(decoder, turns)
     arms = [Arm(0), *(Arm(k) for k in ks)]
     before = replace(decoder.engine.stats.speculation)
-    per_k: dict[int, list[int]] = {k: [0, 0, 0, 0] for k in ks}  # drafted, kept, steps, emitted
+    per_k: dict[int, list[int]] = {k: [0, 0, 0, 0] for k in ks}
+    context = 0.0
     for index, turn in enumerate(turns):
         shift = index % len(arms)
         for arm in arms[shift:] + arms[:shift]:
-            seconds, tokens, text = decode_once(decoder, turn, arm.k, max_tokens)
+            seconds, tokens, text, prompt_tokens = decode_once(decoder, turn, arm.k, max_tokens)
             after = decoder.engine.stats.speculation
             if arm.k:
                 counts = per_k[arm.k]
@@ -132,15 +148,23 @@ def compare(name: str, decoder: Any, turns: list[Turn], ks: list[int], max_token
                 counts[1] += after.num_accepted_tokens - before.num_accepted_tokens
                 counts[2] += after.num_drafts - before.num_drafts
                 counts[3] += after.num_emitted_tokens - before.num_emitted_tokens
+            else:  # each output token's step reads the prompt and half the output, on average
+                context += tokens * (prompt_tokens + tokens / 2)
             before = replace(after)
             arm.seconds += seconds
             arm.tokens += tokens
             arm.texts.append(text)
-    off = arms[0]
+    return Replay(arms, per_k, context / max(arms[0].tokens, 1))
+
+
+def compare(name: str, decoder: Any, turns: list[Turn], ks: list[int], max_tokens: int) -> None:
+    """Measure ``turns`` with each setting and print the rates (see the module's docstring)."""
+    replay = measure(decoder, turns, ks, max_tokens)
+    off = replay.off
     print(f"{name}: {len(turns)} calls, {off.tokens} output tokens", flush=True)
     print(f"  off:        {off.tokens / off.seconds:6.1f} tok/s", flush=True)
-    for arm in arms[1:]:
-        drafted, kept, steps, emitted = per_k[arm.k]
+    for arm in replay.arms[1:]:
+        drafted, kept, steps, emitted = replay.counts[arm.k]
         rate = arm.tokens / arm.seconds
         speed_up = rate / (off.tokens / off.seconds)
         print(
