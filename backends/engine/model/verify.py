@@ -139,10 +139,14 @@ def _uniforms(
 
 
 def draft_bitmask(
-    constraints: Sequence[Any], drafts: Sequence[Sequence[int]], vocab: int
+    constraints: Sequence[Any],
+    drafts: Sequence[Sequence[int]],
+    vocab: int,
+    forced: Sequence[frozenset[int]] | None = None,
 ) -> torch.Tensor | None:
     """The grammar's packed bitmask for every verified row: for a constrained sequence, its
     matcher is walked through the drafts (row ``j`` after ``t1..tj``) and rolled back after.
+    A row that judges a forced draft position is left unmasked: nothing reads it.
 
     The drafts must be ones the grammar accepts (``TokenConstraint.allowed_prefix``).
     """
@@ -153,13 +157,15 @@ def draft_bitmask(
     rows = sum(len(d) + 1 for d in drafts)
     mask = torch.full((rows, (vocab + 31) // 32), -1, dtype=torch.int32)
     row = 0
-    for constraint, draft in zip(constraints, drafts, strict=True):
+    for index, (constraint, draft) in enumerate(zip(constraints, drafts, strict=True)):
+        skip = forced[index] if forced else frozenset()
         if constraint is not None:
             constraint.fill_bitmask(mask, row)
             for j, token in enumerate(draft):
                 if not constraint.accept(token):
                     raise RuntimeError(f"the grammar refused draft token {token}")
-                constraint.fill_bitmask(mask, row + j + 1)
+                if j + 1 not in skip:
+                    constraint.fill_bitmask(mask, row + j + 1)
             constraint.rollback(len(draft))
         row += len(draft) + 1
     return mask
@@ -167,24 +173,36 @@ def draft_bitmask(
 
 def execute_speculative(runner: Any, batch: StepBatch) -> list[list[int]]:
     """One forward over ``batch`` (a ``ModelRunner``'s), verifying its drafts; per sampled
-    sequence, the tokens it emits. Runs on the runner's compute thread."""
+    sequence, the tokens it emits. Runs on the runner's compute thread.
+
+    Only the rows whose logits are read get the last layer and the LM head: a row that would
+    judge a forced draft position is skipped (its keys and values are still stored), and its
+    logits are left at zero."""
     import torch
 
     from backends.engine.model.model_runner import _cumulative
 
     with torch.inference_mode():
         ends = _cumulative(batch.query_lens)
-        rows = [
-            r
-            for i, draft in zip(batch.sample_indices, batch.drafts, strict=True)
-            for r in range(ends[i + 1] - 1 - len(draft), ends[i + 1])
-        ]
+        forced = batch.draft_forced or [frozenset() for _ in batch.drafts]
+        rows: list[int] = []  # the step's token rows that need logits
+        places: list[int] = []  # where each goes among the verified rows
+        place = 0
+        for i, draft, skip in zip(batch.sample_indices, batch.drafts, forced, strict=True):
+            first = ends[i + 1] - 1 - len(draft)
+            for j in range(len(draft) + 1):
+                if j not in skip:
+                    rows.append(first + j)
+                    places.append(place)
+                place += 1
         picked = torch.tensor(rows, dtype=torch.long, device=runner.device)
         hidden = runner._forward(batch, picked)
         if not batch.sample_indices:
             return []
         logits = runner.model.logits(hidden)
-        bitmask = draft_bitmask(batch.constraints, batch.drafts, logits.shape[1])
-        return verify(
-            logits, batch.sampling, batch.output_counts, batch.drafts, bitmask, batch.draft_forced
-        )
+        if len(rows) < place:
+            full = logits.new_zeros((place, logits.shape[1]))
+            full[torch.tensor(places, dtype=torch.long, device=logits.device)] = logits
+            logits = full
+        bitmask = draft_bitmask(batch.constraints, batch.drafts, logits.shape[1], forced)
+        return verify(logits, batch.sampling, batch.output_counts, batch.drafts, bitmask, forced)
