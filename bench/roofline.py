@@ -98,6 +98,8 @@ def agent_turns_child(threads: int, tasks: int, k: int, max_tokens: int) -> dict
         "mean_context": replay.mean_context,
         "off_tok_s": off.tokens / off.seconds,
         "on_tok_s": on.tokens / on.seconds,
+        "off_decode_tok_s": off.decode_tokens / off.decode_seconds,
+        "on_decode_tok_s": on.decode_tokens / on.decode_seconds,
         "k": k,
         "greedy_identical": on.texts == off.texts,
     }
@@ -286,8 +288,13 @@ def agent_turns(
         f" evals/basic.yaml, {turns['tokens']} output tokens, mean context"
         f" {turns['mean_context']:.0f}): roofline {roofline:.1f} tok/s at {gb_s:.1f} GB/s"
     )
-    for label, rate in (("no drafts", turns["off_tok_s"]), (f"k={turns['k']}", turns["on_tok_s"])):
-        print(f"  engine int4, {label:<9} {rate:7.1f} tok/s  {rate / roofline:5.2f}x the roofline")
+    print(f"  {'engine int4':<20} {'whole calls':>24} {'after the first token':>30}")
+    for label, key in (("no drafts", "off"), (f"k={turns['k']}", "on")):
+        whole, decode = turns[f"{key}_tok_s"], turns[f"{key}_decode_tok_s"]
+        print(
+            f"  {label:<20} {whole:9.1f} tok/s {whole / roofline:5.2f}x"
+            f" {decode:15.1f} tok/s {decode / roofline:5.2f}x the roofline"
+        )
     print(f"  greedy output identical with and without drafts: {turns['greedy_identical']}")
 
 

@@ -12,7 +12,8 @@ prose, where little of the output is in the prompt: drafts are few and often wro
         [--k 2 3 5] [--max-tokens 128]
 
 Per set it prints output tokens per second per setting (total tokens over the total wall time
-of the calls), the speed-up over no drafts, the acceptance rate (kept / drafted tokens), tokens
+of the calls; then the same after each call's first token, which the prompt's step makes, so
+decoding alone), the speed-up over no drafts, the acceptance rate (kept / drafted tokens), tokens
 per verification step, and whether every greedy output was identical to the one without drafts.
 """
 
@@ -57,6 +58,27 @@ class Recorder:
         yield from self.inner.decode(prompt, request, stop, tools)
 
 
+class FirstToken:
+    """Wraps the engine: when the current request's first token came (its prompt's step)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.at: float | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def submit(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        stream = self.inner.submit(*args, **kwargs)
+        try:
+            for item in stream:
+                if self.at is None and getattr(item, "token_ids", None):
+                    self.at = time.perf_counter()
+                yield item
+        finally:
+            stream.close()
+
+
 def capture(suite_path: Path, tasks: int) -> tuple[Any, list[Turn]]:
     """Run the suite's first ``tasks`` tasks; the engine decoder and the recorded turns."""
     from cli.config import load_settings
@@ -78,7 +100,9 @@ def capture(suite_path: Path, tasks: int) -> tuple[Any, list[Turn]]:
         f" (passed {passed}/{len(variant.results)})",
         flush=True,
     )
-    return recorder.inner, recorder.turns
+    decoder = recorder.inner
+    decoder.engine = FirstToken(decoder.engine)
+    return decoder, recorder.turns
 
 
 @dataclass(slots=True)
@@ -89,24 +113,43 @@ class Arm:
     seconds: float = 0.0
     tokens: int = 0
     texts: list[str] = field(default_factory=list)
+    # after each call's first token (which the prompt's step makes): decoding alone
+    decode_seconds: float = 0.0
+    decode_tokens: int = 0
 
 
-def decode_once(decoder: Any, turn: Turn, k: int, max_tokens: int) -> tuple[float, int, str, int]:
-    """Decode ``turn`` with ``k`` drafted tokens: (seconds, output tokens, text, prompt tokens)."""
+@dataclass(slots=True)
+class Call:
+    """One decoded call: seconds in all and after the first token, tokens, text."""
+
+    seconds: float = 0.0
+    after_first_s: float = 0.0
+    tokens: int = 0
+    prompt_tokens: int = 0
+    text: str = ""
+
+
+def decode_once(decoder: Any, turn: Turn, k: int, max_tokens: int) -> Call:
+    """Decode ``turn`` with ``k`` drafted tokens."""
     from backends.base import DecodeResult
 
     decoder.num_speculative_tokens = k
     limit = min(turn.request.max_tokens or max_tokens, max_tokens)
     request = turn.request.model_copy(update={"max_tokens": limit})
-    tokens, prompt_tokens, text = 0, 0, []
+    call = Call()
+    text = []
+    decoder.engine.at = None
     began = time.perf_counter()
     for item in decoder.decode(turn.prompt, request, turn.stop, turn.tools):
         if isinstance(item, DecodeResult):
-            tokens += item.usage.completion_tokens
-            prompt_tokens += item.usage.prompt_tokens
+            call.tokens += item.usage.completion_tokens
+            call.prompt_tokens += item.usage.prompt_tokens
         else:
             text.append(item)
-    return time.perf_counter() - began, tokens, "".join(text), prompt_tokens
+    ended = time.perf_counter()
+    call.seconds, call.text = ended - began, "".join(text)
+    call.after_first_s = ended - (decoder.engine.at or began)
+    return call
 
 
 def warm(decoder: Any, turns: list[Turn]) -> None:
@@ -140,7 +183,7 @@ def measure(decoder: Any, turns: list[Turn], ks: list[int], max_tokens: int) -> 
     for index, turn in enumerate(turns):
         shift = index % len(arms)
         for arm in arms[shift:] + arms[:shift]:
-            seconds, tokens, text, prompt_tokens = decode_once(decoder, turn, arm.k, max_tokens)
+            call = decode_once(decoder, turn, arm.k, max_tokens)
             after = decoder.engine.stats.speculation
             if arm.k:
                 counts = per_k[arm.k]
@@ -149,11 +192,13 @@ def measure(decoder: Any, turns: list[Turn], ks: list[int], max_tokens: int) -> 
                 counts[2] += after.num_drafts - before.num_drafts
                 counts[3] += after.num_emitted_tokens - before.num_emitted_tokens
             else:  # each output token's step reads the prompt and half the output, on average
-                context += tokens * (prompt_tokens + tokens / 2)
+                context += call.tokens * (call.prompt_tokens + call.tokens / 2)
             before = replace(after)
-            arm.seconds += seconds
-            arm.tokens += tokens
-            arm.texts.append(text)
+            arm.seconds += call.seconds
+            arm.tokens += call.tokens
+            arm.decode_seconds += call.after_first_s
+            arm.decode_tokens += max(call.tokens - 1, 0)
+            arm.texts.append(call.text)
     return Replay(arms, per_k, context / max(arms[0].tokens, 1))
 
 
@@ -162,13 +207,19 @@ def compare(name: str, decoder: Any, turns: list[Turn], ks: list[int], max_token
     replay = measure(decoder, turns, ks, max_tokens)
     off = replay.off
     print(f"{name}: {len(turns)} calls, {off.tokens} output tokens", flush=True)
-    print(f"  off:        {off.tokens / off.seconds:6.1f} tok/s", flush=True)
+    print(
+        f"  off:        {off.tokens / off.seconds:6.1f} tok/s"
+        f"   after the first token {off.decode_tokens / off.decode_seconds:6.1f}",
+        flush=True,
+    )
     for arm in replay.arms[1:]:
         drafted, kept, steps, emitted = replay.counts[arm.k]
         rate = arm.tokens / arm.seconds
         speed_up = rate / (off.tokens / off.seconds)
         print(
-            f"  on (k={arm.k}):   {rate:6.1f} tok/s   speed-up {speed_up:4.2f}x"
+            f"  on (k={arm.k}):   {rate:6.1f} tok/s"
+            f"   after the first token {arm.decode_tokens / arm.decode_seconds:6.1f}"
+            f"   speed-up {speed_up:4.2f}x"
             f"   acceptance {kept}/{drafted} = {kept / max(drafted, 1):.2f}"
             f"   tokens per verification step {emitted / max(steps, 1):.2f} ({steps} steps)"
             f"   greedy identical: {arm.texts == off.texts}",
