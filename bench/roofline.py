@@ -9,6 +9,10 @@ llama-cpp-python's on the same prompt against its own bytes (the GGUF's tensors,
 A second read sweep over as many bytes as one step reads gives the rate those bytes come at
 where they fit in a cache (a large shared L3 holds a small model's step): the last columns are
 the roofline and share at that rate, beside the ones at the rate from memory.
+Agent turns: the model calls of the first ``--agent-tasks`` tasks of evals/basic.yaml, captured
+through the agent loop and replayed without drafts and with ``--speculate`` drafts per step
+(speculation.py), their tokens/s against the plain-decode roofline at their own mean context:
+over whole calls, and after each call's first token (decoding alone).
 Batched: one step of ``--batch`` decode rows, its FLOPs against float32 GEMM's measured FLOP/s
 (torch.matmul at the engine's projection shapes and that row count). Run by hand:
 
