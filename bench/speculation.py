@@ -9,7 +9,7 @@ the prefix cache, so the runs time decoding. Then the same for a few prompts tha
 prose, where little of the output is in the prompt: drafts are few and often wrong.
 
     PYTHONPATH=. python bench/speculation.py [--suite evals/basic.yaml] [--tasks 10]
-        [--k 2 3 5] [--max-tokens 128]
+        [--k 2 3 5] [--max-tokens 128] [--concurrent 1 2 4 8]
 
 Per set it prints output tokens per second per setting (total tokens over the total wall time
 of the calls; then the same after each call's first token, which the prompt's step makes, so
@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +228,34 @@ def compare(name: str, decoder: Any, turns: list[Turn], ks: list[int], max_token
         )
 
 
+def concurrent(decoder: Any, turns: list[Turn], ks: list[int], callers: list[int]) -> None:
+    """Every call twice, from ``B`` threads at once for each ``B`` in ``callers`` (as a gateway
+    serving several chats runs agent turns side by side on one engine): total output tokens/s
+    without drafts and with each ``k``, each setting twice, alternating. (Only the totals: the
+    first-token times of calls running side by side are not kept apart.)"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    warm(decoder, turns)
+    for width in callers:
+        rates: dict[int, list[float]] = {k: [] for k in [0, *ks]}
+        for _ in range(2):
+            for k in rates:
+                began = time.perf_counter()
+                with ThreadPoolExecutor(width) as pool:
+                    once = partial(decode_once, decoder, k=k, max_tokens=128)
+                    calls = list(pool.map(once, turns * 2))
+                rates[k].append(sum(c.tokens for c in calls) / (time.perf_counter() - began))
+        print(
+            f"  {width:3d} at once: "
+            + "   ".join(
+                f"{'off' if k == 0 else f'k={k}'} " + ", ".join(f"{r:.1f}" for r in v)
+                for k, v in rates.items()
+            )
+            + " tok/s",
+            flush=True,
+        )
+
+
 def prose_turns(decoder: Any) -> list[Turn]:
     from agent.messages import ChatRequest, UserMessage
     from backends.engine.backend import load_engine
@@ -246,11 +275,17 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=10)
     parser.add_argument("--k", type=int, nargs="+", default=[2, 3, 5], help="drafts per step")
     parser.add_argument("--max-tokens", type=int, default=256, help="cap per replayed call")
+    parser.add_argument(
+        "--concurrent", type=int, nargs="*", default=[], help="also: this many callers at once"
+    )
     args = parser.parse_args()
     os.environ.setdefault("CLAWLOOP_DATA_DIR", tempfile.mkdtemp(prefix="clawloop-bench-"))
     decoder, turns = capture(args.suite, args.tasks)
     compare("agent turns", decoder, turns, args.k, args.max_tokens)
     compare("new prose", decoder, prose_turns(decoder), args.k, args.max_tokens)
+    if args.concurrent:
+        print(f"agent turns from several callers at once ({2 * len(turns)} calls each time):")
+        concurrent(decoder, turns, args.k, args.concurrent)
 
 
 if __name__ == "__main__":
