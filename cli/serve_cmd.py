@@ -13,6 +13,7 @@ from agent.errors import UserError
 from cli.console import SafeConsole
 
 if TYPE_CHECKING:
+    from backends.engine.serve.requests import DraftDefaults
     from cli.config import Settings
 
 SERVE_INSTALL_HINT = "pip install 'clawloop[serve]'"
@@ -78,7 +79,8 @@ def serve(
     path = served_model(model, config)
     loaded = load_engine(path, chosen, **settings)
     model_id = _model_id(loaded.path)
-    server = Server(loaded, model_id, key)
+    drafts = _draft_defaults(settings.get("num_speculative_tokens"), loaded.device)
+    server = Server(loaded, model_id, key, drafts)
     runner: Any = loaded.engine.runner  # the model runner, which knows its weights
     lora = "no adapter"
     if loaded.adapter is not None:
@@ -86,12 +88,27 @@ def serve(
     err_console.print(
         f"serving {model_id} on http://{host}:{port}/v1 "
         f"(context {loaded.engine.max_model_len} tokens, weights {runner.weights}, {lora}"
+        f", {drafts.under_grammar} drafted tokens per step under a grammar"
+        f", {drafts.plain} otherwise"
         f"{', key required' if key else ''})"
     )
     try:
         uvicorn.run(server.app(), host=host, port=port, log_level="warning", access_log=False)
     finally:
         loaded.engine.close()
+
+
+def _draft_defaults(configured: int | None, device: str) -> DraftDefaults:
+    """Drafts for requests that do not ask: the config's ``num_speculative_tokens`` for all of
+    them where set; unset, the engine's default (3 on the CPU) under a grammar, where most of
+    what is drafted is text the grammar forces and drafts paid at every batch width measured,
+    and none for plain text, where a wide batch of failed guesses would cost compute."""
+    from backends.engine.config import EngineSettings
+    from backends.engine.serve.requests import DraftDefaults
+
+    if configured is not None:
+        return DraftDefaults(configured, configured)
+    return DraftDefaults(EngineSettings().speculation_on(device), 0)
 
 
 def served_model(flag: str | None, config: Settings) -> str | None:

@@ -277,3 +277,34 @@ def test_speculative_decoding_is_a_request_extension(server: Served) -> None:
     assert metric(server, "vllm:spec_decode_num_accepted_tokens_total") <= metric(
         server, "vllm:spec_decode_num_draft_tokens_total"
     )
+
+
+def test_a_tool_call_drafts_unasked_and_plain_text_does_not(server: Served) -> None:
+    """Unasked, a request under a tool-call grammar drafts (the CPU default: the text the
+    grammar forces rides in the drafts), with the same greedy call as with drafts off; a
+    request without tools drafts only when it asks."""
+    api = client(server)
+    messages = [{"role": "user", "content": "List the files in the folder /tmp/notes."}]
+
+    def call(**extra: Any) -> Any:
+        reply = api.chat.completions.create(
+            model=server.model,
+            messages=messages,
+            tools=[LIST_FILES],
+            tool_choice="required",
+            temperature=0,
+            max_tokens=48,
+            **extra,
+        )
+        return reply.choices[0].message.tool_calls[0].function
+
+    steps = "vllm:spec_decode_num_drafts_total"
+    before = metric(server, steps)
+    off = call(extra_body={"num_speculative_tokens": 0})
+    assert metric(server, steps) == before
+    on = call()
+    assert metric(server, steps) > before
+    assert (on.name, on.arguments) == (off.name, off.arguments)
+    before = metric(server, steps)
+    api.chat.completions.create(model=server.model, messages=QUESTION, temperature=0, max_tokens=16)
+    assert metric(server, steps) == before

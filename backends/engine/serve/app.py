@@ -33,7 +33,7 @@ from backends.engine.serve.protocol import (
     CompletionRequest,
     validation_error,
 )
-from backends.engine.serve.requests import Prepared, RequestBuilder
+from backends.engine.serve.requests import DraftDefaults, Prepared, RequestBuilder
 from backends.engine.serve.responses import ChatResponder, CompletionResponder
 
 log = logging.getLogger("clawloop.serve")
@@ -43,10 +43,16 @@ Handler = Callable[[Request], Awaitable[Response]]
 class Server:
     """The state every route shares: the loaded engine, its model's names, metrics, the key."""
 
-    def __init__(self, loaded: LoadedEngine, model_id: str, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        loaded: LoadedEngine,
+        model_id: str,
+        api_key: str | None = None,
+        drafts: DraftDefaults | None = None,
+    ) -> None:
         self.loaded = loaded
         self.model_id = model_id
-        self.builder = RequestBuilder(loaded, {model_id, str(loaded.path)})
+        self.builder = RequestBuilder(loaded, {model_id, str(loaded.path)}, drafts)
         self.metrics = ServerMetrics(model_id)
         self.api_key = api_key
         self.created = int(time.time())

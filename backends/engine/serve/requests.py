@@ -43,12 +43,25 @@ class Prepared:
     tool_format: ToolCallFormat = HERMES  # how the model's template writes tool calls
 
 
+@dataclass(frozen=True, slots=True)
+class DraftDefaults:
+    """Tokens drafted per step for a request whose body leaves ``num_speculative_tokens``
+    unset: under a grammar (tools or a JSON response_format, whose forced text rides in the
+    drafts) and for plain text."""
+
+    under_grammar: int = 0
+    plain: int = 0
+
+
 class RequestBuilder:
     """Checks bodies and turns them into :class:`Prepared` requests for one loaded model."""
 
-    def __init__(self, loaded: LoadedEngine, model_ids: set[str]) -> None:
+    def __init__(
+        self, loaded: LoadedEngine, model_ids: set[str], drafts: DraftDefaults | None = None
+    ) -> None:
         self.loaded = loaded
         self.model_ids = model_ids
+        self.drafts = drafts or DraftDefaults()
         self.max_model_len = loaded.engine.max_model_len
         self._json: JsonConstraints | None = None
 
@@ -87,6 +100,8 @@ class RequestBuilder:
             constraint = await anyio.to_thread.run_sync(
                 lambda: factory.for_tools(tools, required=required, fmt=template.tool_format)
             )
+        if constraint is not None and body.num_speculative_tokens is None:
+            params.num_speculative_tokens = self.drafts.under_grammar
         return Prepared(
             ids, params, constraint, bool(tools) and not json_format, template.tool_format
         )
@@ -138,7 +153,9 @@ class RequestBuilder:
             seed=body.seed,
             max_tokens=max_tokens or (limit - len(ids)),
             stop_strings=[s for s in stop if s],
-            num_speculative_tokens=body.num_speculative_tokens or 0,
+            num_speculative_tokens=self.drafts.plain
+            if body.num_speculative_tokens is None
+            else body.num_speculative_tokens,
         )
         try:
             params.check()
