@@ -5,9 +5,12 @@ rows; how much each row beyond the first costs decides how long a draft may usef
 sequence's prompt (random tokens, ``--context`` of them) is computed first; then steps of each
 row count in ``--rows`` run over the same positions after it, rotating through the counts
 ``--repeat`` times, and the median of each is printed with its ratio to the first count and its
-cost per row beyond the first. Only the last row gets logits, as in a plain step. Run by hand:
+cost per row beyond the first. Only the last row gets logits, as in a plain step.
+``--backend llamacpp`` times llama-cpp-python's ``eval`` of that many tokens instead (what
+feeding a run of forced or drafted tokens in one call would cost there). Run by hand:
 
     PYTHONPATH=. python bench/step_rows.py [--context 900] [--rows 1 2 4 8 12 16] [--threads 2]
+    PYTHONPATH=. python bench/step_rows.py --backend llamacpp
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import os
 import random
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 
 def main() -> None:
@@ -26,8 +31,40 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--weights", default=None, help="the engine's weights (default: its own)")
+    parser.add_argument("--backend", choices=["engine", "llamacpp"], default="engine")
     args = parser.parse_args()
+    rng = random.Random(0)
+    tokens = [rng.randrange(1000, 20000) for _ in range(args.context + max(args.rows))]
+    if args.backend == "llamacpp":
+        step, close, label = _llama_cpp(tokens, args.threads)
+    else:
+        step, close, label = _engine(tokens, args.weights, args.threads)
+    for start in range(0, args.context, 256):
+        step(start, min(256, args.context - start))
+    times: dict[int, list[float]] = {n: [] for n in args.rows}
+    for _ in range(args.repeat):
+        for count in args.rows:
+            began = time.perf_counter()
+            step(args.context, count)
+            times[count].append(time.perf_counter() - began)
+    close()
+    first = args.rows[0]
+    base = statistics.median(times[first])
+    print(f"one sequence after {args.context} tokens, {args.threads} threads, {label}")
+    for count in args.rows:
+        median = statistics.median(times[count])
+        extra = (median - base) / (count - first) if count != first else 0.0
+        print(
+            f"  {count:3d} rows: {median * 1e3:7.2f} ms   {median / base:4.2f}x"
+            f"   {extra * 1e3:5.2f} ms per row beyond {first}"
+        )
 
+
+Step = Callable[[int, int], None]
+
+
+def _engine(tokens: list[int], weights: str | None, threads: int) -> tuple[Step, Any, str]:
+    """A step of the bundled engine: ``count`` tokens from ``start``, logits for the last."""
     import torch
 
     from backends.engine.core.batch import StepBatch
@@ -36,12 +73,10 @@ def main() -> None:
     from backends.engine.model.model_runner import ModelRunner
     from backends.gguf.default_model import default_model_path
 
-    torch.set_num_threads(args.threads)
-    config = EngineConfig(default_model_path(), kv_cache_bytes=64 << 20, weights=args.weights)
+    torch.set_num_threads(threads)
+    config = EngineConfig(default_model_path(), kv_cache_bytes=64 << 20, weights=weights)
     runner = ModelRunner(config)
     size = runner.block_size
-    rng = random.Random(0)
-    tokens = [rng.randrange(1000, 20000) for _ in range(args.context + max(args.rows))]
     blocks = list(range(len(tokens) // size + 1))
     greedy = SamplingParams(temperature=0.0)
 
@@ -62,25 +97,22 @@ def main() -> None:
         )
         runner.execute(batch)
 
-    for start in range(0, args.context, 256):
-        step(start, min(256, args.context - start))
-    times: dict[int, list[float]] = {n: [] for n in args.rows}
-    for _ in range(args.repeat):
-        for count in args.rows:
-            began = time.perf_counter()
-            step(args.context, count)
-            times[count].append(time.perf_counter() - began)
-    runner.close()
-    first = args.rows[0]
-    base = statistics.median(times[first])
-    print(f"one sequence after {args.context} tokens, {args.threads} threads, {runner.weights}")
-    for count in args.rows:
-        median = statistics.median(times[count])
-        extra = (median - base) / (count - first) if count != first else 0.0
-        print(
-            f"  {count:3d} rows: {median * 1e3:7.2f} ms   {median / base:4.2f}x"
-            f"   {extra * 1e3:5.2f} ms per row beyond {first}"
-        )
+    return step, runner.close, f"engine {runner.weights}"
+
+
+def _llama_cpp(tokens: list[int], threads: int) -> tuple[Step, Any, str]:
+    """llama-cpp-python's ``eval`` of ``count`` tokens from ``start`` (its cache cut back)."""
+    from backends.gguf.default_model import default_model_path
+    from backends.llamacpp.backend import default_extra_buffers, load_llama
+
+    path = default_model_path()
+    llm = load_llama(path, n_ctx=2048, threads=threads, extra_buffers=default_extra_buffers()).llm
+
+    def step(start: int, count: int) -> None:
+        llm.n_tokens = start
+        llm.eval(tokens[start : start + count])
+
+    return step, lambda: None, f"llama-cpp-python, {path.name}"
 
 
 if __name__ == "__main__":
