@@ -15,8 +15,8 @@ from backends.gguf.reader import GGUFFile, read_gguf
 # Architectures the engine runs: all are Llama-style decoders (RMSNorm, RoPE, GQA, SwiGLU).
 SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
 GGUF_INSTALL_HINT = "pip install 'clawloop[engine]'"
-# Drafted tokens per step when the settings leave it unset, on the CPU: agent turns decode 1.2 to
-# 1.3 times as fast with 3 and greedy output is unchanged (bench/speculation.py, docs/engine.md).
+# Drafted tokens per step when the settings leave it unset, on the CPU: agent turns decode about
+# 1.5 times as fast with 3 and greedy output is unchanged (bench/speculation.py, docs/engine.md).
 # Off on a GPU, where the check of a draft has not been measured.
 SPECULATE_ON_CPU = 3
 

@@ -70,5 +70,8 @@ def build_step_batch(scheduled: list[tuple[Sequence, int]], block_size: int) -> 
             batch.output_counts.append(seq.num_output_tokens)
             batch.constraints.append(seq.constraint)
             batch.drafts.append(drafts)
-            batch.draft_forced.append(frozenset(j for j in seq.draft_forced if j < len(drafts)))
+            forced = seq.draft_forced
+            if forced and len(drafts) < len(seq.draft_ids):  # the chunk cut the draft short
+                forced = frozenset(j for j in forced if j < len(drafts))
+            batch.draft_forced.append(forced)
     return batch

@@ -296,7 +296,6 @@ class EngineCore:
             constraint: Any = seq.constraint
             if constraint is None:
                 seq.draft_ids = propose_ngram(seq.token_ids, min(want, space))
-                seq.draft_forced = frozenset()
             else:
                 draft = grammar_draft(
                     seq.token_ids, want, space, constraint, self.config.jump_forward
