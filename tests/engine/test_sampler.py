@@ -64,6 +64,20 @@ def test_greedy_is_argmax_in_a_mixed_batch() -> None:
     assert torch.equal(sample(logits, [Settings(0.0)] * 6, [0] * 6), expected)
 
 
+def test_greedy_takes_the_first_of_tied_best_tokens() -> None:
+    # Ties and -inf (a grammar's mask) in rows as wide as the bundled model's vocabulary, where
+    # the CPU takes numpy's argmax: the first best index wins, as torch's argmax says.
+    logits = torch.full((4, 49152), float("-inf"))
+    logits[0, [7, 300, 49151]] = 2.0
+    logits[1, [0, 1]] = 5.0
+    logits[2, 49151] = -1.0
+    logits[3, 1000:2000] = 0.5  # a flat run: its first token
+    out = sample(logits, [Settings(0.0)] * 4, [0] * 4)
+    assert out.dtype == torch.int64
+    assert out.tolist() == [7, 0, 49151, 1000]
+    assert torch.equal(out, logits.argmax(-1))
+
+
 def test_top_k_never_samples_outside_the_k_best() -> None:
     logits = torch.randn(500, generator=torch.Generator().manual_seed(2))
     best = set(logits.topk(7).indices.tolist())

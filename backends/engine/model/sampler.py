@@ -148,11 +148,16 @@ def _clamp_k(k: int, vocab: int) -> int:
 
 
 def _argmax(x: torch.Tensor) -> torch.Tensor:
-    """Each row's index of its largest value, the first one on ties (as ``argmax``). On the CPU
-    ``max`` over the last dimension is 2.7x faster than ``argmax`` (0.45 against 1.23 ms for
-    33 rows of the bundled model's 49,152 logits) with the same indices."""
+    """Each row's index of its largest value, the first one on ties (as ``argmax``).
+
+    On the CPU numpy's ``argmax`` gives the same indices several times faster than torch's
+    reductions over rows this wide (the bundled model's 49,152 logits on a 2-core Xeon: 5 against
+    52 us for one row of ``torch.max``, 0.32 against 1.5 ms for 33 rows; ``argmax`` is slower
+    still). On a GPU ``max`` over the last dimension stays: it needs no copy to the host."""
     import torch
 
+    if x.device.type == "cpu":
+        return torch.from_numpy(x.detach().numpy().argmax(axis=-1))
     return torch.max(x, dim=-1).indices
 
 
