@@ -105,11 +105,23 @@ static inline float line_max(const float *line, int n) {
     return high;
 }
 
+#ifdef __AVX512F__
+/* Sixteen values from a float32 row, or widened from a float16 one (the same floats). */
+static inline __attribute__((always_inline)) __m512 value_lanes(const void *row, long at,
+                                                               const int half) {
+    if (half)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + at)));
+    return _mm512_loadu_ps((const float *)row + at);
+}
+#endif
+
 /* Rows first .. first + count - 1 (one token's heads over KV head g): their weighted sums of
- * the chunk's values, written after each row's max and sum. Inlined with constant sizes. */
+ * the chunk's values, written after each row's max and sum. Inlined with constant sizes.
+ * values[t]: token t's float32 values, or with ``half`` (AVX-512 and dim a multiple of 64
+ * only) its float16 ones in the pool, widened in registers as they are read. */
 static inline __attribute__((always_inline)) void weigh_values(
-    const float *weights, const float *const *values, int n, int g, const int dim,
-    const int count, float *partial, long slot_size, int first, int heads) {
+    const float *weights, const void *const *values, int n, int g, const int dim,
+    const int count, float *partial, long slot_size, int first, int heads, const int half) {
 #ifdef __AVX512F__
     if (dim % 64 == 0) {
         /* 64 dimensions at a time, four registers per row (compilers spill the array form). */
@@ -118,9 +130,11 @@ static inline __attribute__((always_inline)) void weigh_values(
             for (int r = 0; r < count; r++)
                 for (int j = 0; j < 4; j++) acc[r][j] = _mm512_setzero_ps();
             for (int t = 0; t < n; t++) {
-                const float *v = values[t] + (long)g * dim + d0;
-                const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
-                const __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
+                const long at = (long)g * dim + d0;
+                const __m512 v0 = value_lanes(values[t], at, half);
+                const __m512 v1 = value_lanes(values[t], at + 16, half);
+                const __m512 v2 = value_lanes(values[t], at + 32, half);
+                const __m512 v3 = value_lanes(values[t], at + 48, half);
                 for (int r = 0; r < count; r++) {
                     const __m512 w = _mm512_set1_ps(weights[(long)r * CHUNK + t]);
                     acc[r][0] = _mm512_fmadd_ps(w, v0, acc[r][0]);
@@ -142,7 +156,7 @@ static inline __attribute__((always_inline)) void weigh_values(
     for (int r = 0; r < count; r++)
         for (int d = 0; d < dim; d++) acc[r][d] = 0.0f;
     for (int t = 0; t < n; t++) {
-        const float *v = values[t] + (long)g * dim;
+        const float *v = (const float *)values[t] + (long)g * dim; /* never half here */
         for (int r = 0; r < count; r++) {
             const float weight = weights[(long)r * CHUNK + t];
             for (int d = 0; d < dim; d++) acc[r][d] += weight * v[d];
@@ -338,7 +352,7 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
     int end, int block_size, int kv_heads, int heads, const int dim, int tokens,
     int first_position, float scale, float *partial, long slot_size, int half) {
     static __thread float scores[CHUNK * MAX_ROWS];
-    static __thread const float *values[CHUNK];
+    static __thread const void *values[CHUNK];
     const int group = heads / kv_heads, rows = heads * tokens, n = end - begin;
     const long token_stride = (long)kv_heads * dim;
     const long block_stride = (long)block_size * token_stride;
@@ -352,8 +366,10 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
     /* Several new tokens over a float16 pool: the keys are widened as they are transposed. */
     const int tiled =
         half && !direct && tokens >= HALF_PROMPT_TOKENS && dim % 16 == 0 && dim <= MAX_DIM;
+    /* A float16 pool's values are widened in registers by the weighted sum, not copied first. */
+    const int half_values = half && dim % 64 == 0;
 #else
-    const int direct = 0, tiled = 0;
+    const int direct = 0, tiled = 0, half_values = 0;
 #endif
     for (int t = 0; t < n; t++) {
         const long at = table[block] * block_stride + offset * token_stride;
@@ -374,14 +390,17 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
                 half_keys[t] = (const uint16_t *)k_pool + at;
             else if (!direct)
                 widen((const uint16_t *)k_pool + at, wide_keys + t * token_stride, token_stride);
-            widen((const uint16_t *)v_pool + at, wide_values + t * token_stride, token_stride);
+            if (half_values)
+                values[t] = (const uint16_t *)v_pool + at;
+            else
+                widen((const uint16_t *)v_pool + at, wide_values + t * token_stride, token_stride);
 #ifdef __AVX512F__
             if (direct)
                 score_half_key(q, (const uint16_t *)k_pool + at, kv_heads, group, dim, scale,
                                scores + t);
 #endif
             keys[t] = wide_keys + t * token_stride;
-            values[t] = wide_values + t * token_stride;
+            if (!half_values) values[t] = wide_values + t * token_stride;
         } else {
             keys[t] = (const float *)k_pool + at;
             values[t] = (const float *)v_pool + at;
@@ -448,17 +467,26 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
         while (count < PV_ROWS && first + count < rows && (first + count) / heads == i &&
                ((first + count) % heads) / group == g)
             count++;
-#define WEIGH(c)                                                                                 \
+#define WEIGH(c, h)                                                                              \
     weigh_values(scores + (long)first * CHUNK, values, n, g, dim, c, partial, slot_size, first, \
-                 heads)
-        if (count == 1)
-            WEIGH(1);
+                 heads, h)
+        if (half_values) {
+            if (count == 1)
+                WEIGH(1, 1);
+            else if (count == 2)
+                WEIGH(2, 1);
+            else if (count == 3)
+                WEIGH(3, 1);
+            else
+                WEIGH(4, 1);
+        } else if (count == 1)
+            WEIGH(1, 0);
         else if (count == 2)
-            WEIGH(2);
+            WEIGH(2, 0);
         else if (count == 3)
-            WEIGH(3);
+            WEIGH(3, 0);
         else
-            WEIGH(4);
+            WEIGH(4, 0);
 #undef WEIGH
         first += count;
     }
