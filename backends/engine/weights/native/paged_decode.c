@@ -366,8 +366,10 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
     /* Several new tokens over a float16 pool: the keys are widened as they are transposed. */
     const int tiled =
         half && !direct && tokens >= HALF_PROMPT_TOKENS && dim % 16 == 0 && dim <= MAX_DIM;
-    /* A float16 pool's values are widened in registers by the weighted sum, not copied first. */
-    const int half_values = half && dim % 64 == 0;
+    /* One new token over a float16 pool: the weighted sum widens each value in registers as it
+     * reads it, once, instead of a copy of the chunk's values to float32 first. (Several new
+     * tokens read each value once per token, so those keep the copy.) */
+    const int half_values = direct && dim % 64 == 0;
 #else
     const int direct = 0, tiled = 0, half_values = 0;
 #endif
