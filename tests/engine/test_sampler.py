@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from backends.engine.model.sampler import (
+    _argmax,
     _unpack_bitmask_torch,
     sample,
     seed_for_step,
@@ -266,3 +267,13 @@ def test_cuda_rules_and_seeds() -> None:
     assert int(masked[0]) in (5, 40)
     from_cpu = sample(logits.unsqueeze(0), [Settings(2.0)], [0], pack(allowed))
     assert from_cpu.device.type == "cuda" and int(from_cpu[0]) in (5, 40)
+
+
+def test_argmax_of_bfloat16_rows_keeps_torch_and_the_first_of_ties() -> None:
+    # numpy has no bfloat16: such rows keep torch's reduction, with the same answer.
+    logits = torch.randn(3, 2000, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
+    logits[1, [5, 9]] = 30.0  # a tie: the first wins
+    out = _argmax(logits)
+    assert out.dtype == torch.int64
+    assert out.tolist() == logits.float().argmax(-1).tolist()
+    assert out[1] == 5
