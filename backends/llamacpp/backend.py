@@ -60,6 +60,7 @@ from backends.gguf.default_model import (
     default_adapter,
     default_model_path,
 )
+from backends.llamacpp.greedy_pick import GreedyUnderGrammar
 from backends.local.chat_template import ChatTemplate
 from backends.local.cpu_features import cpu_flags
 from backends.local.json_gbnf import json_gbnf
@@ -318,6 +319,7 @@ class LlamaCppDecoder:
         from llama_cpp._internals import LlamaSampler
 
         sampler = LlamaSampler()
+        constrained = request.response_format is not None or bool(tools)
         if request.response_format is not None:
             gbnf = schema_gbnf(request.response_format.output_schema())
             sampler.add_grammar(llm._model, LlamaGrammar.from_string(gbnf, verbose=False))
@@ -333,7 +335,8 @@ class LlamaCppDecoder:
         temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
         if temperature <= 0:
             sampler.add_greedy()
-            return sampler
+            # The best token checked alone first: the same picks, without deciding every token
+            return GreedyUnderGrammar(sampler, llm.n_vocab()) if constrained else sampler
         top_k = DEFAULT_TOP_K if request.top_k is None else request.top_k
         if top_k > 0:
             sampler.add_top_k(top_k)

@@ -273,3 +273,65 @@ def test_agent_loop_runs_a_real_tool_call_and_answers(tmp_path: Path):
     assert usages[1].cached_tokens >= usages[0].prompt_tokens
     roles = [m.role for m in Session.open(tmp_path / "session.jsonl").messages]
     assert roles == ["system", "user", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.slow
+def test_greedy_under_a_grammar_picks_what_the_whole_chain_picks(
+    backend: LocalBackend, tools: list[ToolSpec], monkeypatch: pytest.MonkeyPatch
+):
+    """The best token checked alone first gives the same tokens as deciding every candidate:
+    a lazy call (free text, then a call), a required call and a JSON schema, on the real model."""
+    from agent.messages import ResponseFormat
+    from backends.llamacpp.greedy_pick import GreedyUnderGrammar
+
+    decoder = backend.decoder
+    assert isinstance(decoder, LlamaCppDecoder)
+    stop = backend.template.stop_strings
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"],
+    }
+    cases = [
+        (greedy([UserMessage(content="Print <tool_call> five times.")], max_tokens=60), tools),
+        (
+            greedy([UserMessage(content="Read the file notes.txt")], tool_choice="required"),
+            tools,
+        ),
+        (
+            greedy(
+                [UserMessage(content="Weather for Oslo over 3 days, as JSON.")],
+                response_format=ResponseFormat.for_schema(schema),
+                max_tokens=40,
+            ),
+            None,
+        ),
+    ]
+    made: list[GreedyUnderGrammar] = []
+    build = decoder._sampler
+
+    def recording(llm: object, request: ChatRequest, offered: list[ToolSpec] | None) -> object:
+        sampler = build(llm, request, offered)
+        assert isinstance(sampler, GreedyUnderGrammar)
+        made.append(sampler)
+        return sampler
+
+    def decode(request: ChatRequest, offered: list[ToolSpec] | None) -> str:
+        prompt = backend.template.render(request.messages, offered)
+        pieces = decoder.decode(prompt, request, stop, offered)
+        return "".join(p for p in pieces if isinstance(p, str))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(decoder, "_sampler", recording)
+        picked = [decode(request, offered) for request, offered in cases]
+    with monkeypatch.context() as patch:
+        # The chain alone: llama.cpp's grammar decides every candidate, then greedy picks.
+        patch.setattr(decoder, "_sampler", lambda *args: build(*args)._chain)
+        whole = [decode(request, offered) for request, offered in cases]
+    assert picked == whole
+    assert picked[0].startswith("<tool_call>") and picked[0].endswith("</tool_call>")
+    assert json.loads(picked[2])["city"]
+    # Most picks were the best token of all; the grammar refused some and the chain decided.
+    alone = sum(s.checked_alone for s in made)
+    whole_picks = sum(s.decided_whole for s in made)
+    assert alone > whole_picks > 0
