@@ -50,7 +50,3 @@ class GreedyUnderGrammar:
                 return best
         self.decided_whole += 1
         return int(self._chain.sample(ctx, idx))
-
-    def accept(self, token: int) -> None:
-        """Advance the chain (the grammar) by ``token``, as ``LlamaSampler.accept``."""
-        self._chain.accept(token)
