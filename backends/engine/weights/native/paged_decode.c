@@ -169,6 +169,23 @@ static inline __attribute__((always_inline)) void weigh_values(
     }
 }
 
+/* weigh_values with ``count`` (1 to PV_ROWS) made a constant, so each run size has its own
+ * unrolled loop; ``half`` is passed on as the caller's constant. */
+static inline __attribute__((always_inline)) void weigh_run(
+    const float *weights, const void *const *values, int n, int g, const int dim, int count,
+    float *partial, long slot_size, int first, int heads, const int half) {
+#define WEIGH(c) weigh_values(weights, values, n, g, dim, c, partial, slot_size, first, heads, half)
+    if (count == 1)
+        WEIGH(1);
+    else if (count == 2)
+        WEIGH(2);
+    else if (count == 3)
+        WEIGH(3);
+    else
+        WEIGH(4);
+#undef WEIGH
+}
+
 /* Rows first .. first + count - 1 (heads of one token sharing one KV head): their scores over
  * the chunk's keys, transposed in kt [dim][CHUNK], 64 keys at a time in registers. */
 static inline __attribute__((always_inline)) void score_rows(const float *query, const float *kt,
@@ -469,27 +486,11 @@ static inline __attribute__((always_inline)) void attend_chunk_dim(
         while (count < PV_ROWS && first + count < rows && (first + count) / heads == i &&
                ((first + count) % heads) / group == g)
             count++;
-#define WEIGH(c, h)                                                                              \
-    weigh_values(scores + (long)first * CHUNK, values, n, g, dim, c, partial, slot_size, first, \
-                 heads, h)
-        if (half_values) {
-            if (count == 1)
-                WEIGH(1, 1);
-            else if (count == 2)
-                WEIGH(2, 1);
-            else if (count == 3)
-                WEIGH(3, 1);
-            else
-                WEIGH(4, 1);
-        } else if (count == 1)
-            WEIGH(1, 0);
-        else if (count == 2)
-            WEIGH(2, 0);
-        else if (count == 3)
-            WEIGH(3, 0);
+        const float *weights = scores + (long)first * CHUNK;
+        if (half_values)
+            weigh_run(weights, values, n, g, dim, count, partial, slot_size, first, heads, 1);
         else
-            WEIGH(4, 0);
-#undef WEIGH
+            weigh_run(weights, values, n, g, dim, count, partial, slot_size, first, heads, 0);
         first += count;
     }
 }
