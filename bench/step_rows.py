@@ -109,6 +109,7 @@ def _llama_cpp(tokens: list[int], threads: int) -> tuple[Step, Any, str]:
     llm = load_llama(path, n_ctx=2048, threads=threads, extra_buffers=default_extra_buffers()).llm
 
     def step(start: int, count: int) -> None:
+        llm._ctx.kv_cache_seq_rm(-1, start, -1)  # as the backend cuts a reused prefix back
         llm.n_tokens = start
         llm.eval(tokens[start : start + count])
 
